@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The doctor's probes: one tiny counting program per attach kind, on the
+ * block layer's issue tracepoint (and vfs_read for fentry/kprobe, which need
+ * a kernel function). Loading each and seeing its counter move is the proof
+ * that this kind of program works here.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "doctor.h"
+
+/* Count only this process's events when set (tests use it); 0 = everyone. */
+const volatile __u32 targ_tgid = 0;
+
+__u64 hits[DOCTOR_NR_PROBES] = {};
+
+static __always_inline int count(enum doctor_probe probe)
+{
+	if (targ_tgid && (bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+		return 0;
+	if (probe < DOCTOR_NR_PROBES)
+		__sync_fetch_and_add(&hits[probe], 1);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(doctor_tp_btf, struct request *rq)
+{
+	return count(DOCTOR_TP_BTF);
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(doctor_raw_tp, struct request *rq)
+{
+	return count(DOCTOR_RAW_TP);
+}
+
+SEC("tracepoint/block/block_rq_issue")
+int doctor_tracepoint(void *ctx)
+{
+	return count(DOCTOR_TRACEPOINT);
+}
+
+SEC("fentry/vfs_read")
+int BPF_PROG(doctor_fentry)
+{
+	return count(DOCTOR_FENTRY);
+}
+
+SEC("kprobe/vfs_read")
+int BPF_KPROBE(doctor_kprobe)
+{
+	return count(DOCTOR_KPROBE);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,221 @@
+//! Command-line structs (clap derive) and their conversion into a `Job`; nothing else.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{builder::BoolishValueParser, ArgAction, Args, Parser, Subcommand};
+
+use crate::job::{self, EngineKind, Job, Rw, Stop, Target};
+
+const EXAMPLES: &str = "\
+EXAMPLES:
+  iopath doctor                                  what this kernel and machine can trace
+  iopath run --engine uring --qd 32              4k random reads on a 1 GiB scratch file, 10 s
+  iopath run --engine aio --qd 32 --file /mnt/nvme/t.dat --size 8g --runtime 30s
+  iopath run --engine uring --rw randrw --mix 70 --bs 16k --qd 64 --jobs 2 --cpus 0-1
+  iopath run --engine uring --qd 128 --sqpoll --fixed-bufs --batch-submit 16 --batch-complete 8
+  iopath run --device /dev/nvme0n1 --rw randread --qd 32 --json run.json";
+
+#[derive(Parser, Debug)]
+#[command(name = "iopath", version, about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the bundled load generator and report IOPS, latency percentiles, CPU and context switches.
+    Run(RunArgs),
+    /// Check what this machine can trace: privileges, BTF, tracepoints, attach kinds, devices, IOMMU.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Also write the report as JSON (schema iopath.report/1) to this file; '-' for stdout.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print JSON (schema iopath.doctor/1) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The workload, fio-style. Shared by `run` and (later) `trace` and `sweep`.
+#[derive(Args, Debug, Clone)]
+pub struct JobArgs {
+    /// I/O engine.
+    #[arg(long, value_enum, default_value_t = EngineKind::Uring)]
+    pub engine: EngineKind,
+    /// Access pattern.
+    #[arg(long, value_enum, default_value_t = Rw::Randread)]
+    pub rw: Rw,
+    /// Read percentage for --rw randrw.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub mix: u8,
+    /// Block size (4k, 64k, 1m...).
+    #[arg(long, default_value = "4k", value_parser = job::parse_size)]
+    pub bs: u64,
+    /// I/Os in flight per job thread.
+    #[arg(long, default_value_t = 1)]
+    pub qd: u32,
+    /// Bytes of the target to use (default: the whole file or device; 1g for a new file).
+    #[arg(long, value_parser = job::parse_size)]
+    pub size: Option<u64>,
+    /// How long to run (10s, 500ms, 2m). Default 10s unless --ios is given.
+    #[arg(long, value_parser = job::parse_duration, conflicts_with = "ios")]
+    pub runtime: Option<Duration>,
+    /// Stop after this many I/Os in total (shared by the job threads).
+    #[arg(long)]
+    pub ios: Option<u64>,
+    /// Target file; created and fully written when missing or shorter than --size.
+    #[arg(long, value_name = "PATH", conflicts_with = "device")]
+    pub file: Option<PathBuf>,
+    /// Target block device (read-only unless --allow-write; never a mounted one for writes).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<PathBuf>,
+    /// O_DIRECT: bypass the page cache (--direct false for buffered I/O).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub direct: bool,
+    /// Allow writes to --device (destroys its data).
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Worker threads, each with its own ring/context and qd I/Os.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: u32,
+    /// Pin worker threads to these CPUs, round-robin (0-3,6).
+    #[arg(long, value_parser = job::parse_cpus, value_name = "LIST")]
+    pub cpus: Option<Vec<usize>>,
+    /// Seed for random offsets and data (same seed, same sequence).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// io_uring: a kernel thread polls the submission queue.
+    #[arg(long)]
+    pub sqpoll: bool,
+    /// io_uring: poll for completions instead of interrupts (needs driver poll queues).
+    #[arg(long)]
+    pub iopoll: bool,
+    /// io_uring: register the I/O buffers once (READ_FIXED/WRITE_FIXED).
+    #[arg(long)]
+    pub fixed_bufs: bool,
+    /// Most I/Os per submit call (fio iodepth_batch_submit); 0 = every free slot.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub batch_submit: u32,
+    /// Completions to wait for per reap (fio iodepth_batch_complete_min).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub batch_complete: u32,
+    /// Write a (seed, offset) pattern; on reads, check every block holds it.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+impl JobArgs {
+    pub fn to_job(&self) -> Result<Job> {
+        let bs = u32::try_from(self.bs)
+            .map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", self.bs))?;
+        let target = match (&self.file, &self.device) {
+            (_, Some(d)) => Target::Device(d.clone()),
+            (Some(f), None) => Target::File(f.clone()),
+            (None, None) => Target::File(std::env::current_dir()?.join(job::DEFAULT_SCRATCH_NAME)),
+        };
+        let size = match (&target, self.size, &self.file, &self.device) {
+            (Target::File(_), None, None, None) => Some(job::DEFAULT_SCRATCH_SIZE),
+            (_, s, _, _) => s,
+        };
+        let stop = match (self.runtime, self.ios) {
+            (_, Some(n)) => Stop::Ios(n),
+            (Some(d), None) => Stop::Runtime(d),
+            (None, None) => Stop::Runtime(Duration::from_secs(10)),
+        };
+        let job = Job {
+            engine: self.engine,
+            rw: self.rw,
+            mix_read_pct: self.mix,
+            bs,
+            qd: self.qd,
+            size,
+            stop,
+            target,
+            direct: self.direct,
+            allow_write: self.allow_write,
+            jobs: self.jobs,
+            cpus: self.cpus.clone(),
+            seed: self.seed,
+            sqpoll: self.sqpoll,
+            iopoll: self.iopoll,
+            fixed_bufs: self.fixed_bufs,
+            batch_submit: self.batch_submit,
+            batch_complete: self.batch_complete,
+            verify: self.verify,
+        };
+        job.validate()?;
+        Ok(job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(args: &[&str]) -> Result<Job> {
+        let mut argv = vec!["iopath", "run"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)?.cmd {
+            Command::Run(r) => r.job.to_job(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_a_scratch_file_randread() {
+        let j = job(&[]).unwrap();
+        assert_eq!(
+            (j.engine, j.rw, j.bs, j.qd, j.direct),
+            (EngineKind::Uring, Rw::Randread, 4096, 1, true)
+        );
+        assert_eq!(j.size, Some(1 << 30));
+        assert!(j.target.path().ends_with(job::DEFAULT_SCRATCH_NAME));
+        assert_eq!(j.stop, Stop::Runtime(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn flags_reach_the_job() {
+        let j = job(&[
+            "--engine", "aio", "--rw", "randrw", "--mix", "70", "--bs", "16k", "--qd", "64",
+            "--ios", "1000", "--direct", "false", "--cpus", "0-1", "--file", "/tmp/x",
+        ])
+        .unwrap();
+        assert_eq!(
+            (j.engine, j.rw, j.mix_read_pct, j.bs, j.qd),
+            (EngineKind::Aio, Rw::Randrw, 70, 16384, 64)
+        );
+        assert_eq!(j.stop, Stop::Ios(1000));
+        assert!(!j.direct);
+        assert_eq!(j.cpus, Some(vec![0, 1]));
+        assert_eq!(j.size, None, "an explicit file keeps its own size");
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        let err = |a: &[&str]| format!("{:#}", job(a).unwrap_err());
+        assert!(err(&["--engine", "spdk"]).contains("invalid value 'spdk'"));
+        assert!(err(&["--qd", "0"]).contains("--qd must be at least 1"));
+        assert!(err(&["--bs", "1000"]).contains("not a multiple of 512"));
+        assert!(err(&["--size", "2k"]).contains("smaller than --bs"));
+        assert!(err(&["--runtime", "10x"]).contains("unknown duration unit"));
+        assert!(err(&["--size", "lots"]).contains("not a size"));
+        assert!(err(&["--engine", "psync", "--qd", "8"]).contains("one I/O at a time"));
+        assert!(err(&["--engine", "aio", "--sqpoll"]).contains("io_uring options"));
+        assert!(err(&["--device", "/dev/vda", "--rw", "randwrite"]).contains("--allow-write"));
+        assert!(err(&["--runtime", "1s", "--ios", "5"]).contains("cannot be used with"));
+        assert!(err(&["--iopoll", "--direct", "false"]).contains("needs O_DIRECT"));
+    }
+}

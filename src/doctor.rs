@@ -1,0 +1,230 @@
+//! `iopath doctor`: what this machine can trace, and what to do about what it cannot.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::probe::features::{self, AttachKind, AttachResult, TracepointStatus};
+use crate::probe::tracefs::Tracefs;
+use crate::sysconf::{self, BlockQueue, IommuState, SysRoots};
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+#[derive(Debug, Serialize)]
+pub struct Doctor {
+    pub schema: &'static str,
+    pub kernel: String,
+    pub root: bool,
+    pub cap_sys_admin: bool,
+    pub cap_bpf: bool,
+    pub cap_perfmon: bool,
+    pub btf: bool,
+    pub tracefs: Option<String>,
+    pub tracefs_mounted_by_iopath: bool,
+    pub tracepoints: Vec<TracepointStatus>,
+    pub attach: Vec<AttachResult>,
+    pub block_devices: Vec<BlockQueue>,
+    pub nvme_poll_queues: Option<u32>,
+    pub iommu: IommuState,
+    /// Why tracing cannot work here, each with the fix. Empty = it can.
+    pub problems: Vec<String>,
+    /// Things that work but limit what iopath shows.
+    pub notes: Vec<String>,
+    pub tracing_possible: bool,
+}
+
+pub fn examine(roots: &SysRoots) -> Doctor {
+    let caps = sysconf::effective_caps(roots);
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    let (sys_admin, bpf, perfmon) = (has(CAP_SYS_ADMIN), has(CAP_BPF), has(CAP_PERFMON));
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let privileged = sys_admin || (bpf && perfmon);
+    let btf = features::btf_present(&roots.sys);
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    if !privileged {
+        problems.push("no privileges to load BPF: run as root (or grant CAP_BPF and CAP_PERFMON: setcap cap_bpf,cap_perfmon+ep iopath)".into());
+    }
+    if !btf {
+        problems.push("no kernel BTF (/sys/kernel/btf/vmlinux): iopath's CO-RE programs need a kernel built with CONFIG_DEBUG_INFO_BTF=y".into());
+    }
+    let tfs = match Tracefs::ensure() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            problems.push(format!("{e:#}"));
+            None
+        }
+    };
+    let tracepoints = tfs.as_ref().map(features::tracepoints).unwrap_or_default();
+    for t in tracepoints.iter().filter(|t| t.required && !t.present) {
+        problems.push(format!("tracepoint {} is missing: the kernel lacks block-layer tracing (CONFIG_BLK_DEV_IO_TRACE / tracepoints)", t.name));
+    }
+    let attach = if btf {
+        features::attach_kinds(privileged)
+    } else {
+        Vec::new()
+    };
+    let ok = |k: AttachKind| attach.iter().any(|a| a.kind == k && a.ok);
+    if privileged
+        && btf
+        && !ok(AttachKind::TpBtf)
+        && !ok(AttachKind::RawTp)
+        && !ok(AttachKind::Tracepoint)
+    {
+        problems.push("no tracepoint program could be loaded and attached (see the attach lines): check lockdown (/sys/kernel/security/lockdown) and dmesg".into());
+    }
+    if !ok(AttachKind::TpBtf) && ok(AttachKind::Tracepoint) {
+        notes.push("tp_btf is unavailable: completion-side probes fall back to raw_tp or classic tracepoints, which can miss events under recursion (counted as recursion_misses)".into());
+    }
+    for k in [AttachKind::Fentry, AttachKind::Kprobe] {
+        if privileged && !ok(k) {
+            notes.push(format!("{} programs cannot attach here: optional extras are skipped; tracepoints carry the phases", k.name()));
+        }
+    }
+    if !tracepoints
+        .iter()
+        .any(|t| t.name.starts_with("nvme:") && t.present)
+    {
+        notes.push("no nvme tracepoints (no NVMe driver loaded): the device phase is not split into driver and device".into());
+    }
+    let iommu = sysconf::iommu_state(roots);
+    if iommu.group_types.is_empty() {
+        notes.push("no IOMMU groups: DMA is untranslated, iommu map/unmap will count 0".into());
+    }
+    let tracing_possible = problems.is_empty();
+    Doctor {
+        schema: "iopath.doctor/1",
+        kernel: sysconf::kernel_release(roots),
+        root,
+        cap_sys_admin: sys_admin,
+        cap_bpf: bpf,
+        cap_perfmon: perfmon,
+        btf,
+        tracefs: tfs.as_ref().map(|t| t.path.display().to_string()),
+        tracefs_mounted_by_iopath: tfs.as_ref().is_some_and(|t| t.mounted_by_us),
+        tracepoints,
+        attach,
+        block_devices: sysconf::block_devices(roots),
+        nvme_poll_queues: sysconf::nvme_poll_queues(roots),
+        iommu,
+        problems,
+        notes,
+        tracing_possible,
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "iopath doctor — kernel {}", d.kernel)?;
+    writeln!(
+        w,
+        "  privileges  root: {}  CAP_SYS_ADMIN: {}  CAP_BPF: {}  CAP_PERFMON: {}",
+        yes(d.root),
+        yes(d.cap_sys_admin),
+        yes(d.cap_bpf),
+        yes(d.cap_perfmon)
+    )?;
+    writeln!(
+        w,
+        "  BTF         {}",
+        if d.btf {
+            "/sys/kernel/btf/vmlinux"
+        } else {
+            "MISSING"
+        }
+    )?;
+    writeln!(
+        w,
+        "  tracefs     {}{}",
+        d.tracefs.as_deref().unwrap_or("not available"),
+        if d.tracefs_mounted_by_iopath {
+            " (mounted by iopath for this check, unmounted after)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(w, "\n  attach kinds (each loaded and attached for real):")?;
+    for a in &d.attach {
+        match &a.error {
+            None => writeln!(w, "    {:<11} ok", a.kind.name())?,
+            Some(e) => writeln!(w, "    {:<11} FAILED  {e}", a.kind.name())?,
+        }
+    }
+    writeln!(w, "\n  tracepoints:")?;
+    for t in &d.tracepoints {
+        let mark = match (t.present, t.required) {
+            (true, _) => "present",
+            (false, true) => "MISSING",
+            (false, false) => "absent ",
+        };
+        writeln!(w, "    {mark}  {:<34} {}", t.name, t.used_for)?;
+    }
+    writeln!(w, "\n  block devices:")?;
+    writeln!(
+        w,
+        "    {:<10} {:<12} {:>6} {:>6} {:>8} {:>8}  {:<14} model",
+        "name", "scheduler", "hwq", "lbs", "iostats", "io_poll", "write_cache"
+    )?;
+    for b in &d.block_devices {
+        let opt = |v: Option<bool>| v.map_or("-", yes);
+        writeln!(
+            w,
+            "    {:<10} {:<12} {:>6} {:>6} {:>8} {:>8}  {:<14} {}",
+            b.name,
+            b.scheduler.as_deref().unwrap_or("-"),
+            b.nr_hw_queues.map_or("-".into(), |n| n.to_string()),
+            b.logical_block_size.map_or("-".into(), |n| n.to_string()),
+            opt(b.iostats),
+            opt(b.io_poll),
+            b.write_cache.as_deref().unwrap_or("-"),
+            b.model.as_deref().unwrap_or("")
+        )?;
+    }
+    writeln!(
+        w,
+        "    nvme poll_queues: {}",
+        d.nvme_poll_queues
+            .map_or("nvme driver not loaded".into(), |n| n.to_string())
+    )?;
+    writeln!(w, "\n  IOMMU       {}", d.iommu.mode)?;
+    if !d.iommu.cmdline.is_empty() {
+        writeln!(w, "    cmdline   {}", d.iommu.cmdline.join(" "))?;
+    }
+    match &d.iommu.config_source {
+        Some(src) if d.iommu.config.is_empty() => {
+            writeln!(w, "    config    {src}: no CONFIG_IOMMU_DEFAULT_* set")?
+        }
+        Some(src) => writeln!(w, "    config    {src}: {}", d.iommu.config.join(" "))?,
+        None => writeln!(
+            w,
+            "    config    not found (/proc/config.gz, /boot/config-{})",
+            d.kernel
+        )?,
+    }
+    if !d.notes.is_empty() {
+        writeln!(w, "\n  notes:")?;
+        for n in &d.notes {
+            writeln!(w, "    - {n}")?;
+        }
+    }
+    writeln!(w)?;
+    if d.tracing_possible {
+        writeln!(w, "  verdict: tracing works here.")?;
+    } else {
+        writeln!(w, "  verdict: tracing is NOT possible here:")?;
+        for p in &d.problems {
+            writeln!(w, "    - {p}")?;
+        }
+    }
+    Ok(())
+}

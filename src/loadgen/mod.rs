@@ -1,0 +1,437 @@
+//! The bundled load generator: fio-like jobs on io_uring, native AIO or pread/pwrite.
+//!
+//! Each worker thread owns one engine (ring or AIO context), one fd and qd buffers, and loops:
+//! fill free slots -> one submit call -> wait for >= batch_complete completions. Clock reads are
+//! per batch, not per I/O (as in fio): one before preparing, one after submit, one after reaping.
+//! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock bpf_ktime_get_ns() reads, so the trace
+//! can line them up with kernel events.
+
+mod aio;
+mod buffers;
+pub mod pattern;
+mod psync;
+pub mod target;
+mod uring;
+
+use std::io;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+pub use buffers::Buffers;
+pub use target::Prepared;
+
+use crate::hist::Hist;
+use crate::job::{EngineKind, Job, Rw, Stop};
+use pattern::Rng;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+}
+
+pub struct Completion {
+    pub slot: u32,
+    /// Bytes transferred, or -errno.
+    pub res: i64,
+}
+
+/// What an I/O engine does; the worker loop is generic over it, so there is no dynamic dispatch
+/// per I/O.
+pub trait Engine {
+    /// True when `submit` performs the I/O itself (no separate completion).
+    const SYNC: bool = false;
+    /// Prepares one I/O on `slot`'s buffer; it reaches the kernel at the next `submit`.
+    fn queue(&mut self, slot: u32, op: Op, offset: u64);
+    /// Hands every queued I/O to the kernel.
+    fn submit(&mut self) -> io::Result<()>;
+    /// Waits for at least `min` completions and appends all available ones to `out`.
+    fn reap(&mut self, min: u32, out: &mut Vec<Completion>) -> io::Result<()>;
+    fn buffers(&mut self) -> &mut Buffers;
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (a vDSO call: no syscall).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into ts.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What one worker measured.
+#[derive(Clone, Default)]
+pub struct Stats {
+    pub lat: Hist,
+    pub slat: Hist,
+    pub clat: Hist,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub verified: u64,
+}
+
+impl Stats {
+    pub fn merge(&mut self, o: &Stats) {
+        self.lat.merge(&o.lat);
+        self.slat.merge(&o.slat);
+        self.clat.merge(&o.clat);
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.verified += o.verified;
+    }
+    pub fn ios(&self) -> u64 {
+        self.reads + self.writes
+    }
+}
+
+/// Process CPU time and context switches (all threads, including an SQPOLL poller).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub usr_ns: u64,
+    pub sys_ns: u64,
+    pub nvcsw: u64,
+    pub nivcsw: u64,
+}
+
+impl Usage {
+    pub fn now() -> Usage {
+        // SAFETY: getrusage fills the zeroed struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+        Usage {
+            usr_ns: ns(ru.ru_utime),
+            sys_ns: ns(ru.ru_stime),
+            nvcsw: ru.ru_nvcsw as u64,
+            nivcsw: ru.ru_nivcsw as u64,
+        }
+    }
+    pub fn since(self, before: Usage) -> Usage {
+        Usage {
+            usr_ns: self.usr_ns - before.usr_ns,
+            sys_ns: self.sys_ns - before.sys_ns,
+            nvcsw: self.nvcsw - before.nvcsw,
+            nivcsw: self.nivcsw - before.nivcsw,
+        }
+    }
+}
+
+/// A finished run: merged stats, wall time and resource use of the I/O phase only.
+pub struct Outcome {
+    pub stats: Stats,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub usage: Usage,
+    pub target: Prepared,
+}
+
+impl Outcome {
+    pub fn elapsed_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns).max(1)
+    }
+}
+
+/// Prepares the target, builds one engine per thread, runs the job and merges what it measured.
+pub fn run(job: &Job) -> Result<Outcome> {
+    job.validate()?;
+    let target = target::prepare(job)?;
+    for w in &target.warnings {
+        eprintln!("iopath: warning: {w}");
+    }
+    if job.iopoll {
+        check_iopoll(&target)?;
+    }
+    match job.engine {
+        EngineKind::Uring => run_with(job, target, |file, bufs| uring::Uring::new(job, file, bufs)),
+        EngineKind::Aio => run_with(job, target, |file, bufs| aio::Aio::new(job.qd, file, bufs)),
+        EngineKind::Psync => run_with(job, target, |file, bufs| Ok(psync::Psync::new(file, bufs))),
+    }
+}
+
+/// Polled completions need a driver with poll queues; without them every I/O fails with
+/// EOPNOTSUPP (fio prints just that). Say what is missing and how to get it instead.
+fn check_iopoll(t: &Prepared) -> Result<()> {
+    let roots = crate::sysconf::SysRoots::live();
+    let q = t
+        .disk
+        .as_deref()
+        .map(|d| crate::sysconf::block_queue(&roots, d));
+    if q.as_ref().and_then(|q| q.io_poll) != Some(true) {
+        let disk = t.disk.clone().unwrap_or_else(|| "this target".into());
+        let nvme = match crate::sysconf::nvme_poll_queues(&roots) {
+            Some(n) => format!(" (nvme poll_queues is {n} now)"),
+            None => String::new(),
+        };
+        bail!(
+            "--iopoll: {disk} has no poll queues (/sys/block/{disk}/queue/io_poll is not 1), so every polled I/O would fail with EOPNOTSUPP. \
+             For NVMe, load the driver with poll queues: 'modprobe nvme poll_queues=N' or boot with nvme.poll_queues=N{nvme}; \
+             other drivers (virtio-blk, loop) may not support polling at all. Run without --iopoll."
+        );
+    }
+    Ok(())
+}
+
+fn run_with<E, F>(job: &Job, target: Prepared, make: F) -> Result<Outcome>
+where
+    E: Engine + Send + 'static,
+    F: Fn(std::fs::File, Buffers) -> Result<E>,
+{
+    let align = target.dio_mem_align.max(512) as usize;
+    let mut engines = Vec::with_capacity(job.jobs as usize);
+    for _ in 0..job.jobs {
+        let file = target::open(job, &target)?;
+        engines.push(make(
+            file,
+            Buffers::new(job.qd as usize, job.bs as usize, align),
+        )?);
+    }
+    let nblocks = target.size / job.bs as u64;
+    let barrier = Arc::new(Barrier::new(job.jobs as usize + 1));
+    let mut handles = Vec::new();
+    for (i, engine) in engines.into_iter().enumerate() {
+        let plan = Plan::new(job, i as u32, nblocks);
+        let cpu = job.cpus.as_ref().map(|c| c[i % c.len()]);
+        let barrier = barrier.clone();
+        let h = thread::Builder::new()
+            .name(format!("iopath-w{i}"))
+            .spawn(move || {
+                let pinned = cpu.map(pin_to).transpose();
+                barrier.wait();
+                pinned?;
+                worker(engine, plan)
+            })
+            .context("spawning a worker thread")?;
+        handles.push(h);
+    }
+    let before = Usage::now();
+    barrier.wait();
+    let start_ns = now_ns();
+    let mut stats = Stats::default();
+    let mut first_err = None;
+    for h in handles {
+        match h.join().map_err(|_| anyhow!("a worker thread panicked"))? {
+            Ok(s) => stats.merge(&s),
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+    }
+    let end_ns = now_ns();
+    let usage = Usage::now().since(before);
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(Outcome {
+        stats,
+        start_ns,
+        end_ns,
+        usage,
+        target,
+    })
+}
+
+fn pin_to(cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= libc::CPU_SETSIZE as usize {
+            bail!("--cpus: CPU {cpu} is out of range");
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            bail!(
+                "--cpus: cannot run on CPU {cpu}: {} (see nproc / taskset -p $$)",
+                io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One worker's share of the job.
+struct Plan {
+    rw: Rw,
+    mix: u8,
+    bs: u64,
+    qd: u32,
+    nblocks: u64,
+    /// Where sequential I/O starts: workers spread over the target.
+    next_block: u64,
+    rng: Rng,
+    seed: u64,
+    verify: bool,
+    runtime: Option<Duration>,
+    ios: u64,
+    batch_submit: u32,
+    batch_complete: u32,
+}
+
+impl Plan {
+    fn new(job: &Job, i: u32, nblocks: u64) -> Plan {
+        let ios = match job.stop {
+            Stop::Ios(n) => n / job.jobs as u64 + u64::from((i as u64) < n % job.jobs as u64),
+            Stop::Runtime(_) => u64::MAX,
+        };
+        Plan {
+            rw: job.rw,
+            mix: job.mix_read_pct,
+            bs: job.bs as u64,
+            qd: job.qd,
+            nblocks,
+            next_block: nblocks * i as u64 / job.jobs as u64,
+            rng: Rng::new(job.seed.wrapping_add(i as u64)),
+            seed: job.seed,
+            verify: job.verify,
+            runtime: match job.stop {
+                Stop::Runtime(d) => Some(d),
+                Stop::Ios(_) => None,
+            },
+            ios,
+            batch_submit: if job.batch_submit == 0 {
+                job.qd
+            } else {
+                job.batch_submit.min(job.qd)
+            },
+            batch_complete: job.batch_complete.max(1),
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> (Op, u64) {
+        let op = match self.rw {
+            Rw::Read | Rw::Randread => Op::Read,
+            Rw::Write | Rw::Randwrite => Op::Write,
+            Rw::Randrw => {
+                if self.rng.below(100) < self.mix as u64 {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        };
+        let block = if self.rw.is_random() {
+            self.rng.below(self.nblocks)
+        } else {
+            let b = self.next_block;
+            self.next_block = if b + 1 >= self.nblocks { 0 } else { b + 1 };
+            b
+        };
+        (op, block * self.bs)
+    }
+}
+
+fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
+    let mut st = Stats::default();
+    let qd = p.qd as usize;
+    let mut free: Vec<u32> = (0..p.qd).rev().collect();
+    let mut t_start = vec![0u64; qd];
+    let mut t_submit = vec![0u64; qd];
+    let mut what = vec![(Op::Read, 0u64); qd];
+    let mut done = Vec::with_capacity(qd);
+    let mut batch_slots: Vec<u32> = Vec::with_capacity(qd);
+    let mut issued = 0u64;
+    let mut inflight = 0u32;
+    let begin = now_ns();
+    let deadline = p.runtime.map_or(u64::MAX, |d| begin + d.as_nanos() as u64);
+    let mut now = begin;
+
+    loop {
+        let issuing = now < deadline && issued < p.ios;
+        if !issuing && inflight == 0 {
+            break;
+        }
+        // Fill free slots, up to one submit batch.
+        while issuing && (batch_slots.len() as u32) < p.batch_submit && issued < p.ios {
+            let Some(slot) = free.pop() else { break };
+            let (op, off) = p.next();
+            if p.verify && op == Op::Write {
+                pattern::fill(e.buffers().slot(slot), p.seed, off);
+            }
+            e.queue(slot, op, off);
+            what[slot as usize] = (op, off);
+            t_start[slot as usize] = now;
+            batch_slots.push(slot);
+            issued += 1;
+        }
+        if !batch_slots.is_empty() {
+            e.submit()
+                .map_err(|err| anyhow!("submitting I/O failed: {err}"))?;
+            // A synchronous engine did the I/O inside submit: all of it is completion time.
+            let t = if E::SYNC { now } else { now_ns() };
+            for &slot in &batch_slots {
+                t_submit[slot as usize] = t;
+            }
+            if !E::SYNC {
+                for _ in 0..batch_slots.len() {
+                    st.slat.record(t - now);
+                }
+            }
+            inflight += batch_slots.len() as u32;
+            batch_slots.clear();
+        }
+        // Like fio, keep filling while slots are free (batch_submit < qd), and wait only when
+        // the queue is full or nothing more is to be issued.
+        if issuing && issued < p.ios && !free.is_empty() && now_ns() < deadline {
+            now = now_ns();
+            continue;
+        }
+        // Reap: wait for at least batch_complete (fewer at the tail).
+        let min = p.batch_complete.min(inflight);
+        e.reap(min, &mut done)
+            .map_err(|err| anyhow!("waiting for completions failed: {err}"))?;
+        now = now_ns();
+        for c in done.drain(..) {
+            let s = c.slot as usize;
+            let (op, off) = what[s];
+            if c.res != p.bs as i64 {
+                return Err(io_error(op, off, p.bs, c.res));
+            }
+            if p.verify && op == Op::Read {
+                if let Some(at) = pattern::check(e.buffers().slot(c.slot), p.seed, off) {
+                    bail!("--verify: data at byte {at} differs from what seed {} writes there (block at {off})", p.seed);
+                }
+                st.verified += 1;
+            }
+            st.lat.record(now - t_start[s]);
+            st.clat.record(now - t_submit[s]);
+            match op {
+                Op::Read => {
+                    st.reads += 1;
+                    st.bytes_read += p.bs;
+                }
+                Op::Write => {
+                    st.writes += 1;
+                    st.bytes_written += p.bs;
+                }
+            }
+            free.push(c.slot);
+            inflight -= 1;
+        }
+    }
+    Ok(st)
+}
+
+fn io_error(op: Op, off: u64, bs: u64, res: i64) -> anyhow::Error {
+    let what = if op == Op::Read { "read" } else { "write" };
+    if res >= 0 {
+        return anyhow!("short {what} at offset {off}: {res} of {bs} bytes (did the file shrink?)");
+    }
+    let errno = (-res) as i32;
+    let e = io::Error::from_raw_os_error(errno);
+    let hint = match errno {
+        libc::EOPNOTSUPP => ": the device does not support this mode (for --iopoll: the driver has no poll queues; see nvme poll_queues)",
+        libc::EINVAL => ": O_DIRECT rejected the I/O (offset, size or buffer not aligned to the device's logical block size?)",
+        libc::EIO => ": the device reported an error (see dmesg)",
+        libc::ENOSPC => ": the file system is full",
+        _ => "",
+    };
+    anyhow!("{what} of {bs} bytes at offset {off} failed: {e}{hint}")
+}

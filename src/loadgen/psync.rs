@@ -1,0 +1,68 @@
+//! pread/pwrite: the synchronous baseline. The I/O happens inside `submit`, so the runner
+//! counts its whole time as completion latency (fio reports no slat for sync engines either).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+
+use super::{Buffers, Completion, Engine, Op};
+
+pub struct Psync {
+    file: File,
+    bufs: Buffers,
+    queued: Vec<(u32, Op, u64)>,
+    done: Vec<Completion>,
+}
+
+impl Psync {
+    pub fn new(file: File, bufs: Buffers) -> Self {
+        Psync {
+            file,
+            bufs,
+            queued: Vec::with_capacity(1),
+            done: Vec::with_capacity(1),
+        }
+    }
+}
+
+impl Engine for Psync {
+    const SYNC: bool = true;
+
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) {
+        self.queued.push((slot, op, offset));
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        for (slot, op, off) in self.queued.drain(..) {
+            let (p, n) = (self.bufs.addr(slot), self.bufs.bs());
+            let res = loop {
+                // SAFETY: p..p+n is this slot's buffer, owned by self.bufs.
+                let r = unsafe {
+                    match op {
+                        Op::Read => libc::pread(fd, p.cast(), n, off as libc::off_t),
+                        Op::Write => libc::pwrite(fd, p.cast(), n, off as libc::off_t),
+                    }
+                };
+                if r >= 0 {
+                    break r as i64;
+                }
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    break -(e.raw_os_error().unwrap_or(libc::EIO) as i64);
+                }
+            };
+            self.done.push(Completion { slot, res });
+        }
+        Ok(())
+    }
+
+    fn reap(&mut self, _min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
+        out.append(&mut self.done);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> &mut Buffers {
+        &mut self.bufs
+    }
+}

@@ -1,0 +1,406 @@
+//! The target of a job: checks it, creates and lays out files, refuses what would destroy data,
+//! and finds what a report must say about it (file system, disk, alignment, tmpfs).
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+
+use super::pattern;
+use crate::job::{fmt_bytes, Job, Target};
+use crate::sysconf::{self, SysRoots};
+
+/// `_IOR(0x12, 114, size_t)`: the device's size in bytes.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+
+/// What the run needs to know about its target, and what the report says about it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prepared {
+    pub kind: &'static str,
+    pub path: PathBuf,
+    /// Bytes in use: a whole number of blocks.
+    pub size: u64,
+    pub fs_type: String,
+    /// The whole disk under the target (`vda`, `loop0`), when there is one.
+    pub disk: Option<String>,
+    /// Offset/length alignment O_DIRECT needs here.
+    pub dio_offset_align: u32,
+    /// Buffer address alignment O_DIRECT needs here.
+    pub dio_mem_align: u32,
+    /// True when the bytes live in RAM (tmpfs, or a loop device backed by tmpfs).
+    pub in_memory: bool,
+    pub warnings: Vec<String>,
+}
+
+pub fn prepare(job: &Job) -> Result<Prepared> {
+    match &job.target {
+        Target::File(p) => prepare_file(job, p),
+        Target::Device(p) => prepare_device(job, p),
+    }
+}
+
+/// Opens the target for one worker thread.
+pub fn open(job: &Job, t: &Prepared) -> Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(job.rw.writes());
+    let mut flags = 0;
+    if job.direct {
+        flags |= libc::O_DIRECT;
+    }
+    o.custom_flags(flags);
+    o.open(&t.path).map_err(|e| explain_open(&t.path, job, e))
+}
+
+fn explain_open(path: &Path, job: &Job, e: std::io::Error) -> anyhow::Error {
+    let how = if job.rw.writes() {
+        "reading and writing"
+    } else {
+        "reading"
+    };
+    let fix = match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
+            " (the file is not writable here: check its permissions, attributes (lsattr) and whether the file system is read-only)"
+        }
+        Some(libc::EINVAL) if job.direct => " (this file system refuses O_DIRECT: use --direct false)",
+        Some(libc::EBUSY) => " (the device is in use: mounted, or held by another driver)",
+        _ => "",
+    };
+    anyhow!("cannot open {} for {how}: {e}{fix}", path.display())
+}
+
+fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!(
+            "directory {} does not exist: create it first, or point --file elsewhere",
+            parent.display()
+        );
+    }
+    let meta = fs::metadata(path).ok();
+    if let Some(m) = &meta {
+        if m.file_type().is_block_device() {
+            bail!(
+                "{} is a block device: use --device {} instead of --file",
+                path.display(),
+                path.display()
+            );
+        }
+        if !m.is_file() {
+            bail!("{} is not a regular file", path.display());
+        }
+    }
+    let existing = meta.as_ref().map_or(0, |m| m.len());
+    let want = job.size.unwrap_or(if existing > 0 {
+        existing
+    } else {
+        crate::job::DEFAULT_SCRATCH_SIZE
+    });
+    let size = want - want % job.bs as u64;
+    if size < job.bs as u64 {
+        bail!(
+            "{} holds {} bytes, less than one --bs {} block: give --size to grow it",
+            path.display(),
+            existing,
+            fmt_bytes(job.bs as u64)
+        );
+    }
+    let needs_write = job.rw.writes() || existing < size;
+    if needs_write {
+        // Fail before a long layout when the file cannot be written at all.
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| explain_open(path, job, e))?;
+    }
+    if existing < size {
+        layout(path, existing, size, job.seed)?;
+    }
+
+    let (fs_type, dev) = mount_of(path)?;
+    let disk = dev.and_then(|(maj, min)| sysconf::disk_of_devnum(&SysRoots::live(), maj, min));
+    let (mem_align, offset_align) = dio_align(path, disk.as_deref());
+    let in_memory = matches!(fs_type.as_str(), "tmpfs" | "ramfs");
+    let mut t = Prepared {
+        kind: "file",
+        path: path.to_path_buf(),
+        size,
+        fs_type,
+        disk,
+        dio_offset_align: offset_align,
+        dio_mem_align: mem_align,
+        in_memory,
+        warnings: Vec::new(),
+    };
+    check_common(job, &mut t)?;
+    Ok(t)
+}
+
+fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
+    let meta =
+        fs::metadata(path).with_context(|| format!("cannot use --device {}", path.display()))?;
+    if !meta.file_type().is_block_device() {
+        bail!(
+            "{} is not a block device: use --file for regular files",
+            path.display()
+        );
+    }
+    let rdev = std::os::unix::fs::MetadataExt::rdev(&meta);
+    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
+    let roots = SysRoots::live();
+    let name = fs::canonicalize(format!("/sys/dev/block/{maj}:{min}"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let disk = sysconf::disk_of_devnum(&roots, maj, min);
+
+    if job.rw.writes() {
+        if let Some(m) = mounted_on(maj, min, &name) {
+            bail!(
+                "refusing to write to {}: it is mounted ({m}). Writing would corrupt that file system; unmount it or test on a loop device you create",
+                path.display()
+            );
+        }
+        let holders = fs::read_dir(format!("/sys/class/block/{name}/holders"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        if holders > 0 {
+            bail!(
+                "refusing to write to {}: it is held by {holders} other device(s) (LVM, md, dm…)",
+                path.display()
+            );
+        }
+        // O_EXCL on a block device fails with EBUSY when anything has it claimed (a mount, md, dm).
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_EXCL)
+            .open(path)
+            .map_err(|e| explain_open(path, job, e))?;
+    }
+
+    let f = File::open(path).map_err(|e| explain_open(path, job, e))?;
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which outlives the call.
+    if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut bytes as *mut u64) } != 0 {
+        bail!(
+            "cannot read the size of {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    let want = job.size.unwrap_or(bytes);
+    if want > bytes {
+        bail!(
+            "--size {} is larger than {} ({})",
+            fmt_bytes(want),
+            path.display(),
+            fmt_bytes(bytes)
+        );
+    }
+    let size = want - want % job.bs as u64;
+    if size < job.bs as u64 {
+        bail!(
+            "{} is smaller than one --bs {} block",
+            path.display(),
+            fmt_bytes(job.bs as u64)
+        );
+    }
+    let lbs = sysconf::block_queue(&roots, disk.as_deref().unwrap_or(&name))
+        .logical_block_size
+        .unwrap_or(512);
+    let backing = fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
+        .ok()
+        .map(|s| s.trim().to_owned());
+    let in_memory = backing
+        .as_deref()
+        .and_then(|b| mount_of(Path::new(b)).ok())
+        .is_some_and(|(fs, _)| fs == "tmpfs" || fs == "ramfs")
+        || name.starts_with("zram")
+        || name.starts_with("ram");
+    let mut t = Prepared {
+        kind: "device",
+        path: path.to_path_buf(),
+        size,
+        fs_type: "block device".into(),
+        disk: disk.or(Some(name)),
+        dio_offset_align: lbs,
+        dio_mem_align: lbs,
+        in_memory,
+        warnings: Vec::new(),
+    };
+    if !job.rw.writes() {
+        if let Some(m) = mounted_on(maj, min, t.disk.as_deref().unwrap_or("")) {
+            t.warnings.push(format!("{} is mounted ({m}): reads are safe, but the file system's own I/O shares the device", path.display()));
+        }
+    }
+    check_common(job, &mut t)?;
+    Ok(t)
+}
+
+/// Checks and warnings that apply to files and devices alike.
+fn check_common(job: &Job, t: &mut Prepared) -> Result<()> {
+    if job.direct {
+        if t.dio_offset_align == 0 {
+            bail!("{} ({}) does not support O_DIRECT: use --direct false (and expect the page cache in the numbers)", t.path.display(), t.fs_type);
+        }
+        if job.bs % t.dio_offset_align != 0 {
+            bail!(
+                "--bs {} is not a multiple of {}'s logical block size ({} bytes), which O_DIRECT requires: use --bs {}",
+                job.bs,
+                t.path.display(),
+                t.dio_offset_align,
+                fmt_bytes(t.dio_offset_align.max(4096) as u64)
+            );
+        }
+        if t.in_memory {
+            t.warnings.push(format!(
+                "{} lives in RAM ({}): O_DIRECT here measures memory copies and the CPU, not a disk",
+                t.path.display(),
+                if t.kind == "file" { t.fs_type.clone() } else { "a RAM-backed device".to_owned() }
+            ));
+        }
+    } else if job.rw.reads() {
+        if let Some(avail) = mem_available() {
+            if t.size <= avail {
+                t.warnings.push(format!(
+                    "buffered reads of {} fit in free page cache ({} available): after the first pass this measures memory, not the device; use --direct (the default) to measure the device",
+                    fmt_bytes(t.size),
+                    fmt_bytes(avail - avail % (1 << 20))
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the (seed, offset) pattern into `[from, to)` and pushes it out of the page cache, so
+/// that reads hit real, allocated blocks (reading holes or unwritten extents costs no device I/O).
+fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
+    let from = from - from % 8;
+    eprintln!(
+        "iopath: laying out {} ({} to write)…",
+        path.display(),
+        fmt_bytes(to - from)
+    );
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = from;
+    while off < to {
+        let n = ((to - off) as usize).min(buf.len());
+        pattern::fill(&mut buf[..n], seed, off);
+        f.write_all(&buf[..n]).map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::ENOSPC) {
+                ": the file system is full, use a smaller --size"
+            } else {
+                ""
+            };
+            anyhow!("laying out {}: {e}{hint}", path.display())
+        })?;
+        off += n as u64;
+    }
+    f.sync_data()
+        .with_context(|| format!("syncing {}", path.display()))?;
+    // SAFETY: plain advisory call on an fd we own.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    Ok(())
+}
+
+/// The file system type and (for block-backed ones) the device number holding `path`.
+fn mount_of(path: &Path) -> Result<(String, Option<(u32, u32)>)> {
+    let real = fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))?;
+    let info =
+        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let mut best: Option<(usize, String)> = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|&x| x == "-") else {
+            continue;
+        };
+        let mnt = unescape_mount(f.get(4).copied().unwrap_or(""));
+        if (real.starts_with(&mnt)) && best.as_ref().is_none_or(|(l, _)| mnt.len() >= *l) {
+            best = Some((mnt.len(), f.get(sep + 1).copied().unwrap_or("?").to_owned()));
+        }
+    }
+    let fs_type = best.map(|(_, t)| t).unwrap_or_else(|| "unknown".into());
+    let st = fs::metadata(&real)?;
+    let dev = std::os::unix::fs::MetadataExt::dev(&st);
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    Ok((fs_type, (maj != 0).then_some((maj, min))))
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// Where device `maj:min` (or one of its partitions) is mounted, if anywhere.
+fn mounted_on(maj: u32, min: u32, disk: &str) -> Option<String> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut devs = vec![format!("{maj}:{min}")];
+    // Partitions of a whole disk count too.
+    if let Ok(rd) = fs::read_dir(format!("/sys/class/block/{disk}")) {
+        for e in rd.filter_map(|e| e.ok()) {
+            if let Some(d) = sysconf::read_trim(&e.path().join("dev")) {
+                if e.path().join("partition").exists() {
+                    devs.push(d);
+                }
+            }
+        }
+    }
+    info.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        devs.iter()
+            .any(|d| f.get(2) == Some(&d.as_str()))
+            .then(|| format!("at {}", f.get(4).unwrap_or(&"?")))
+    })
+}
+
+/// (memory alignment, offset alignment) for O_DIRECT: statx's STATX_DIOALIGN where the file system
+/// reports it (Linux 6.1+), else the disk's logical block size; 0 when O_DIRECT is unsupported.
+fn dio_align(path: &Path, disk: Option<&str>) -> (u32, u32) {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: statx fills the zeroed struct we pass; the path is NUL-terminated.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            0,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 {
+        return (stx.stx_dio_mem_align, stx.stx_dio_offset_align);
+    }
+    let lbs = disk
+        .and_then(|d| sysconf::block_queue(&SysRoots::live(), d).logical_block_size)
+        .unwrap_or(512);
+    (lbs, lbs)
+}
+
+fn mem_available() -> Option<u64> {
+    let s = fs::read_to_string("/proc/meminfo").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}

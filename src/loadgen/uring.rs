@@ -1,0 +1,142 @@
+//! io_uring engine: one ring per worker; plain, SQPOLL, IOPOLL and registered-buffer variants.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+
+use anyhow::{anyhow, Result};
+use io_uring::{opcode, types, IoUring};
+
+use super::{Buffers, Completion, Engine, Op};
+use crate::job::Job;
+
+pub struct Uring {
+    ring: IoUring,
+    _file: File,
+    fd: types::Fd,
+    bufs: Buffers,
+    fixed: bool,
+    queued: u32,
+}
+
+impl Uring {
+    pub fn new(job: &Job, file: File, bufs: Buffers) -> Result<Self> {
+        let mut b = IoUring::builder();
+        if job.sqpoll {
+            // The poller sleeps after 1 s idle; a running job keeps it awake.
+            b.setup_sqpoll(1000);
+        }
+        if job.iopoll {
+            b.setup_iopoll();
+        }
+        let entries = job.qd.next_power_of_two().max(2);
+        let ring = b.build(entries).map_err(|e| {
+            let hint = match e.raw_os_error() {
+                Some(libc::EPERM) if job.sqpoll => {
+                    ": SQPOLL needs root or CAP_SYS_NICE on this kernel"
+                }
+                Some(libc::ENOMEM) => {
+                    ": not enough locked memory for the ring (raise RLIMIT_MEMLOCK or lower --qd)"
+                }
+                Some(libc::ENOSYS) | Some(libc::EPERM) => {
+                    ": io_uring is disabled here (see /proc/sys/kernel/io_uring_disabled)"
+                }
+                _ => "",
+            };
+            anyhow!("io_uring_setup({entries}) failed: {e}{hint}")
+        })?;
+        if job.fixed_bufs {
+            let iov: Vec<libc::iovec> = (0..bufs.len() as u32)
+                .map(|i| libc::iovec {
+                    iov_base: bufs.addr(i).cast(),
+                    iov_len: bufs.bs(),
+                })
+                .collect();
+            // SAFETY: the buffers live in `bufs`, owned by this engine and dropped after the ring.
+            unsafe { ring.submitter().register_buffers(&iov) }.map_err(|e| {
+                anyhow!(
+                    "registering {} buffers with io_uring failed: {e}",
+                    iov.len()
+                )
+            })?;
+        }
+        let fd = types::Fd(file.as_raw_fd());
+        Ok(Uring {
+            ring,
+            _file: file,
+            fd,
+            bufs,
+            fixed: job.fixed_bufs,
+            queued: 0,
+        })
+    }
+}
+
+impl Engine for Uring {
+    #[inline]
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) {
+        let (ptr, len) = (self.bufs.addr(slot), self.bufs.bs() as u32);
+        let sqe = match (op, self.fixed) {
+            (Op::Read, false) => opcode::Read::new(self.fd, ptr, len).offset(offset).build(),
+            (Op::Write, false) => opcode::Write::new(self.fd, ptr, len).offset(offset).build(),
+            (Op::Read, true) => opcode::ReadFixed::new(self.fd, ptr, len, slot as u16)
+                .offset(offset)
+                .build(),
+            (Op::Write, true) => opcode::WriteFixed::new(self.fd, ptr, len, slot as u16)
+                .offset(offset)
+                .build(),
+        };
+        // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped;
+        // the ring has at least qd entries and at most qd I/Os are queued or in flight.
+        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }
+            .expect("SQ has room for qd entries");
+        self.queued += 1;
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        while self.queued > 0 {
+            match self.ring.submit() {
+                Ok(n) => self.queued -= (n as u32).min(self.queued),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+            if self.ring.params().is_setup_sqpoll() {
+                // The poller consumes the SQ by itself; submit() only woke it.
+                self.queued = 0;
+            }
+        }
+        Ok(())
+    }
+
+    fn reap(&mut self, min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
+        loop {
+            {
+                let cq = self.ring.completion();
+                if cq.len() as u32 >= min.max(1) || (min == 0 && !cq.is_empty()) {
+                    out.extend(cq.map(|c| Completion {
+                        slot: c.user_data() as u32,
+                        res: c.result() as i64,
+                    }));
+                    return Ok(());
+                }
+            }
+            match self.ring.submit_and_wait(min.max(1) as usize) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+            let cq = self.ring.completion();
+            if !cq.is_empty() {
+                out.extend(cq.map(|c| Completion {
+                    slot: c.user_data() as u32,
+                    res: c.result() as i64,
+                }));
+                return Ok(());
+            }
+        }
+    }
+
+    fn buffers(&mut self) -> &mut Buffers {
+        &mut self.bufs
+    }
+}

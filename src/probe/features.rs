@@ -1,0 +1,314 @@
+//! What this kernel offers iopath, found by looking (tracefs, BTF) and by trying (loading and
+//! attaching one tiny program per attach kind). Decided once, up front; `doctor` prints it.
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+use serde::Serialize;
+
+use super::doctor_skel::DoctorSkelBuilder;
+use super::tracefs::Tracefs;
+
+/// A tracepoint iopath uses, and what for.
+pub struct TracepointSpec {
+    pub group: &'static str,
+    /// Alternatives across kernel versions, newest first; the first present one is used.
+    pub names: &'static [&'static str],
+    pub used_for: &'static str,
+    /// Without it the four-phase split cannot be made.
+    pub required: bool,
+}
+
+pub const TRACEPOINTS: &[TracepointSpec] = &[
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_enter_io_uring_enter"],
+        used_for: "submission start (io_uring)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_exit_io_uring_enter"],
+        used_for: "reap (io_uring)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_enter_io_submit"],
+        used_for: "submission start (aio)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_exit_io_getevents"],
+        used_for: "reap (aio)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_exit_io_pgetevents"],
+        used_for: "reap (aio, pgetevents)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "io_uring",
+        names: &["io_uring_submit_req", "io_uring_submit_sqe"],
+        used_for: "io_uring request submitted (submit_sqe before 6.4)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "io_uring",
+        names: &["io_uring_complete"],
+        used_for: "io_uring completion posted",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_bio_queue"],
+        used_for: "bio enters the block layer",
+        required: true,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_getrq"],
+        used_for: "request allocated",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_rq_insert"],
+        used_for: "scheduler insert (not with scheduler none)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_rq_issue"],
+        used_for: "request issued to the driver",
+        required: true,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_rq_complete"],
+        used_for: "request completed by the device",
+        required: true,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_io_start"],
+        used_for: "I/O accounting start (6.5+)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_io_done"],
+        used_for: "I/O accounting done (6.5+)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "nvme",
+        names: &["nvme_setup_cmd"],
+        used_for: "NVMe command set up (driver/device split)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "nvme",
+        names: &["nvme_complete_rq"],
+        used_for: "NVMe command completed",
+        required: false,
+    },
+    TracepointSpec {
+        group: "irq",
+        names: &["irq_handler_entry"],
+        used_for: "device interrupts per I/O",
+        required: false,
+    },
+    TracepointSpec {
+        group: "irq",
+        names: &["irq_handler_exit"],
+        used_for: "interrupt handler time",
+        required: false,
+    },
+    TracepointSpec {
+        group: "irq",
+        names: &["softirq_entry"],
+        used_for: "BLOCK softirq time",
+        required: false,
+    },
+    TracepointSpec {
+        group: "irq",
+        names: &["softirq_exit"],
+        used_for: "BLOCK softirq time",
+        required: false,
+    },
+    TracepointSpec {
+        group: "sched",
+        names: &["sched_switch"],
+        used_for: "context switches per I/O, off-CPU time",
+        required: false,
+    },
+    TracepointSpec {
+        group: "iommu",
+        names: &["map"],
+        used_for: "IOMMU mappings per I/O",
+        required: false,
+    },
+    TracepointSpec {
+        group: "iommu",
+        names: &["unmap"],
+        used_for: "IOMMU unmappings per I/O",
+        required: false,
+    },
+    TracepointSpec {
+        group: "dma",
+        names: &["dma_map_phys", "dma_map_page"],
+        used_for: "DMA mappings per I/O (dma_map_page before 6.17)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "dma",
+        names: &["dma_unmap_phys", "dma_unmap_page"],
+        used_for: "DMA unmappings per I/O",
+        required: false,
+    },
+];
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TracepointStatus {
+    /// `group:name` of the variant found, or of the newest variant when none is.
+    pub name: String,
+    pub present: bool,
+    pub used_for: &'static str,
+    pub required: bool,
+}
+
+pub fn tracepoints(tfs: &Tracefs) -> Vec<TracepointStatus> {
+    TRACEPOINTS
+        .iter()
+        .map(|t| {
+            let found = t.names.iter().find(|n| tfs.has_event(t.group, n));
+            TracepointStatus {
+                name: format!("{}:{}", t.group, found.unwrap_or(&t.names[0])),
+                present: found.is_some(),
+                used_for: t.used_for,
+                required: t.required,
+            }
+        })
+        .collect()
+}
+
+/// Program kinds, in the order of `enum doctor_probe` in bpf/doctor.h.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachKind {
+    TpBtf,
+    RawTp,
+    Tracepoint,
+    Fentry,
+    Kprobe,
+}
+
+impl AttachKind {
+    pub const ALL: [AttachKind; 5] = [
+        AttachKind::TpBtf,
+        AttachKind::RawTp,
+        AttachKind::Tracepoint,
+        AttachKind::Fentry,
+        AttachKind::Kprobe,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AttachKind::TpBtf => "tp_btf",
+            AttachKind::RawTp => "raw_tp",
+            AttachKind::Tracepoint => "tracepoint",
+            AttachKind::Fentry => "fentry",
+            AttachKind::Kprobe => "kprobe",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachResult {
+    pub kind: AttachKind,
+    pub ok: bool,
+    /// Why it failed (the libbpf error), when it did.
+    pub error: Option<String>,
+}
+
+/// Loads and attaches the doctor's program of one kind, alone, counting events of process `tgid`
+/// (0 = all), and runs `during` while it is attached. `during` gets a reader of the program's hit
+/// counter, so a test can drive I/O and see the program fire.
+pub fn with_attached<R>(
+    kind: AttachKind,
+    tgid: u32,
+    during: impl FnOnce(&dyn Fn() -> u64) -> R,
+) -> Result<R, String> {
+    let mut storage = MaybeUninit::uninit();
+    let mut open = DoctorSkelBuilder::default()
+        .open(&mut storage)
+        .map_err(|e| format!("open: {e}"))?;
+    {
+        let p = &mut open.progs;
+        p.doctor_tp_btf.set_autoload(kind == AttachKind::TpBtf);
+        p.doctor_raw_tp.set_autoload(kind == AttachKind::RawTp);
+        p.doctor_tracepoint
+            .set_autoload(kind == AttachKind::Tracepoint);
+        p.doctor_fentry.set_autoload(kind == AttachKind::Fentry);
+        p.doctor_kprobe.set_autoload(kind == AttachKind::Kprobe);
+    }
+    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+        ro.targ_tgid = tgid;
+    }
+    let skel = open.load().map_err(|e| format!("load: {e}"))?;
+    let p = &skel.progs;
+    let _link = match kind {
+        AttachKind::TpBtf => p.doctor_tp_btf.attach(),
+        AttachKind::RawTp => p.doctor_raw_tp.attach(),
+        AttachKind::Tracepoint => p.doctor_tracepoint.attach(),
+        AttachKind::Fentry => p.doctor_fentry.attach(),
+        AttachKind::Kprobe => p.doctor_kprobe.attach(),
+    }
+    .map_err(|e| format!("attach: {e}"))?;
+    let idx = AttachKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+    let hits = || {
+        skel.maps.bss_data.as_deref().map_or(0, |b| {
+            // SAFETY: .bss is mmaped and written by the program concurrently; a volatile read
+            // of an aligned u64 sees either the old or the new count.
+            unsafe { std::ptr::read_volatile(&b.hits[idx]) }
+        })
+    };
+    Ok(during(&hits))
+}
+
+pub fn attach_kinds(privileged: bool) -> Vec<AttachResult> {
+    AttachKind::ALL
+        .iter()
+        .map(|&kind| {
+            if !privileged {
+                return AttachResult {
+                    kind,
+                    ok: false,
+                    error: Some("not tried: needs root (CAP_BPF + CAP_PERFMON)".into()),
+                };
+            }
+            match with_attached(kind, 0, |_| ()) {
+                Ok(()) => AttachResult {
+                    kind,
+                    ok: true,
+                    error: None,
+                },
+                Err(e) => AttachResult {
+                    kind,
+                    ok: false,
+                    error: Some(e),
+                },
+            }
+        })
+        .collect()
+}
+
+pub fn btf_present(sys: &Path) -> bool {
+    sys.join("kernel/btf/vmlinux").exists()
+}

@@ -1,0 +1,116 @@
+//! The run report: one struct (`iopath.report/1`), built from a finished run, rendered as text or
+//! JSON. Later reports (trace, compare) extend it with more keys; existing keys keep their meaning.
+
+mod text;
+
+use serde::Serialize;
+
+use crate::hist::LatSummary;
+use crate::job::{EngineKind, Job};
+use crate::loadgen::{Outcome, Prepared};
+
+pub use text::render_text;
+
+pub const SCHEMA: &str = "iopath.report/1";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub job: Job,
+    pub system: System,
+    pub target: Prepared,
+    pub warnings: Vec<String>,
+    pub ios: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Blocks whose content `--verify` checked.
+    pub verified: u64,
+    pub runtime_ns: u64,
+    pub iops: f64,
+    pub bw_bytes: f64,
+    /// Queue (prepared) to reaped: what the application waited.
+    pub lat_ns: LatSummary,
+    /// Queue to submit call returned; `null` for synchronous engines (psync).
+    pub slat_ns: Option<LatSummary>,
+    /// Submit call returned to reaped.
+    pub clat_ns: LatSummary,
+    pub cpu: Cpu,
+    pub ctx_switches: CtxSwitches,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct System {
+    pub kernel: String,
+    pub cpus: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cpu {
+    /// Percent of one CPU over the run, as fio reports it.
+    pub usr_pct: f64,
+    pub sys_pct: f64,
+    pub usr_ns: u64,
+    pub sys_ns: u64,
+    /// (usr + sys) / ios: the CPU cost of one I/O.
+    pub per_io_ns: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CtxSwitches {
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub per_io: f64,
+}
+
+impl Report {
+    pub fn from_run(job: &Job, o: Outcome) -> Report {
+        let elapsed = o.elapsed_ns();
+        let secs = elapsed as f64 / 1e9;
+        let ios = o.stats.ios();
+        let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
+        let roots = crate::sysconf::SysRoots::live();
+        Report {
+            schema: SCHEMA,
+            tool: Tool {
+                name: "iopath",
+                version: env!("CARGO_PKG_VERSION"),
+            },
+            job: job.clone(),
+            system: System {
+                kernel: crate::sysconf::kernel_release(&roots),
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+            warnings: o.target.warnings.clone(),
+            target: o.target,
+            ios,
+            reads: o.stats.reads,
+            writes: o.stats.writes,
+            verified: o.stats.verified,
+            runtime_ns: elapsed,
+            iops: ios as f64 / secs,
+            bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
+            lat_ns: o.stats.lat.summary(),
+            slat_ns: (job.engine != EngineKind::Psync).then(|| o.stats.slat.summary()),
+            clat_ns: o.stats.clat.summary(),
+            cpu: Cpu {
+                usr_pct: o.usage.usr_ns as f64 / elapsed as f64 * 100.0,
+                sys_pct: o.usage.sys_ns as f64 / elapsed as f64 * 100.0,
+                usr_ns: o.usage.usr_ns,
+                sys_ns: o.usage.sys_ns,
+                per_io_ns: per_io((o.usage.usr_ns + o.usage.sys_ns) as f64),
+            },
+            ctx_switches: CtxSwitches {
+                voluntary: o.usage.nvcsw,
+                involuntary: o.usage.nivcsw,
+                per_io: per_io((o.usage.nvcsw + o.usage.nivcsw) as f64),
+            },
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Configuration capture from /proc and /sys: the kernel, block queues, IOMMU. Roots are
+//! injectable so the parsers are tested on captured trees (`tests/data/sysroot`).
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Where /proc, /sys and /boot are; `SysRoots::live()` outside tests.
+#[derive(Clone, Debug)]
+pub struct SysRoots {
+    pub proc: PathBuf,
+    pub sys: PathBuf,
+    pub boot: PathBuf,
+}
+
+impl SysRoots {
+    pub fn live() -> Self {
+        SysRoots {
+            proc: "/proc".into(),
+            sys: "/sys".into(),
+            boot: "/boot".into(),
+        }
+    }
+
+    /// A captured tree with `proc/`, `sys/` and `boot/` below `dir`.
+    pub fn under(dir: &Path) -> Self {
+        SysRoots {
+            proc: dir.join("proc"),
+            sys: dir.join("sys"),
+            boot: dir.join("boot"),
+        }
+    }
+}
+
+pub fn read_trim(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+/// The kernel release (`uname -r`).
+pub fn kernel_release(roots: &SysRoots) -> String {
+    read_trim(&roots.proc.join("sys/kernel/osrelease")).unwrap_or_else(|| "unknown".into())
+}
+
+pub fn cmdline(roots: &SysRoots) -> String {
+    read_trim(&roots.proc.join("cmdline")).unwrap_or_default()
+}
+
+/// One block device's queue settings, as `iopath doctor` and reports show them.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct BlockQueue {
+    pub name: String,
+    /// The active scheduler (the bracketed entry of queue/scheduler).
+    pub scheduler: Option<String>,
+    pub nr_hw_queues: Option<u32>,
+    pub logical_block_size: Option<u32>,
+    pub iostats: Option<bool>,
+    pub io_poll: Option<bool>,
+    pub write_cache: Option<String>,
+    pub model: Option<String>,
+}
+
+/// Whole disks under /sys/block (no partitions), sorted by name.
+pub fn block_devices(roots: &SysRoots) -> Vec<BlockQueue> {
+    let mut names: Vec<String> = fs::read_dir(roots.sys.join("block"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.iter().map(|n| block_queue(roots, n)).collect()
+}
+
+pub fn block_queue(roots: &SysRoots, name: &str) -> BlockQueue {
+    let dev = roots.sys.join("block").join(name);
+    let q = dev.join("queue");
+    let flag = |f: &str| read_trim(&q.join(f)).map(|v| v == "1");
+    BlockQueue {
+        name: name.to_owned(),
+        scheduler: read_trim(&q.join("scheduler")).map(|s| active_choice(&s)),
+        nr_hw_queues: fs::read_dir(dev.join("mq"))
+            .ok()
+            .map(|rd| rd.count() as u32),
+        logical_block_size: read_trim(&q.join("logical_block_size")).and_then(|v| v.parse().ok()),
+        iostats: flag("iostats"),
+        io_poll: flag("io_poll"),
+        write_cache: read_trim(&q.join("write_cache")),
+        model: read_trim(&dev.join("device/model")).filter(|m| !m.is_empty()),
+    }
+}
+
+/// `none [mq-deadline] kyber` -> `mq-deadline`; a file without brackets is its own value.
+pub fn active_choice(s: &str) -> String {
+    s.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or(s.trim())
+        .to_owned()
+}
+
+/// The whole disk (`vda`, `nvme0n1`) holding the block device `major:minor`, if it is one.
+pub fn disk_of_devnum(roots: &SysRoots, major: u32, minor: u32) -> Option<String> {
+    let link = roots.sys.join(format!("dev/block/{major}:{minor}"));
+    let real = fs::canonicalize(&link).ok()?;
+    // A partition's sysfs directory sits inside its disk's and has a `partition` file.
+    let disk = if real.join("partition").exists() {
+        real.parent()?.to_path_buf()
+    } else {
+        real
+    };
+    Some(disk.file_name()?.to_string_lossy().into_owned())
+}
+
+/// The IOMMU as the kernel set it up: what decides whether every I/O pays a map and an unmap.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct IommuState {
+    /// Group count per default-domain type (`DMA`, `DMA-FQ`, `identity`, `blocked`).
+    pub group_types: Vec<(String, u32)>,
+    /// IOMMU-related kernel parameters, verbatim from the command line.
+    pub cmdline: Vec<String>,
+    /// `CONFIG_IOMMU_DEFAULT_*` and `CONFIG_INTEL_IOMMU_DEFAULT_ON` lines set in the kernel config.
+    pub config: Vec<String>,
+    /// Where the config came from (`/proc/config.gz`, `/boot/config-…`), if found.
+    pub config_source: Option<String>,
+    /// One line: "off", "identity (passthrough)", "DMA (strict)", "DMA-FQ (lazy)"…
+    pub mode: String,
+}
+
+pub fn iommu_state(roots: &SysRoots) -> IommuState {
+    let mut types: Vec<(String, u32)> = Vec::new();
+    if let Ok(rd) = fs::read_dir(roots.sys.join("kernel/iommu_groups")) {
+        for g in rd.filter_map(|e| e.ok()) {
+            let t = read_trim(&g.path().join("type")).unwrap_or_else(|| "unknown".into());
+            match types.iter_mut().find(|(k, _)| *k == t) {
+                Some((_, n)) => *n += 1,
+                None => types.push((t, 1)),
+            }
+        }
+    }
+    types.sort();
+    let cmdline: Vec<String> = cmdline(roots)
+        .split_whitespace()
+        .filter(|w| {
+            [
+                "intel_iommu",
+                "amd_iommu",
+                "iommu.strict",
+                "iommu.passthrough",
+                "iommu=",
+                "iommu.forcedac",
+            ]
+            .iter()
+            .any(|k| w.starts_with(k))
+        })
+        .map(str::to_owned)
+        .collect();
+    let (config, config_source) = match kernel_config(roots) {
+        Some((text, src)) => (
+            text.lines()
+                .filter(|l| {
+                    (l.starts_with("CONFIG_IOMMU_DEFAULT_")
+                        || l.starts_with("CONFIG_INTEL_IOMMU_DEFAULT_ON"))
+                        && !l.starts_with('#')
+                })
+                .map(str::to_owned)
+                .collect(),
+            Some(src),
+        ),
+        None => (Vec::new(), None),
+    };
+    let mode = if types.is_empty() {
+        "off (no IOMMU groups: DMA goes untranslated)".to_owned()
+    } else {
+        types
+            .iter()
+            .map(|(t, n)| format!("{t} x{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    IommuState {
+        group_types: types,
+        cmdline,
+        config,
+        config_source,
+        mode,
+    }
+}
+
+/// The running kernel's config text and where it was found.
+pub fn kernel_config(roots: &SysRoots) -> Option<(String, String)> {
+    let gz = roots.proc.join("config.gz");
+    if let Ok(f) = fs::File::open(&gz) {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut s)
+            .is_ok()
+        {
+            return Some((s, "/proc/config.gz".into()));
+        }
+    }
+    let release = kernel_release(roots);
+    let boot = roots.boot.join(format!("config-{release}"));
+    fs::read_to_string(&boot)
+        .ok()
+        .map(|s| (s, format!("/boot/config-{release}")))
+}
+
+/// nvme's `poll_queues` module parameter: 0 means polled (IOPOLL/HIPRI) I/O cannot work.
+pub fn nvme_poll_queues(roots: &SysRoots) -> Option<u32> {
+    read_trim(&roots.sys.join("module/nvme/parameters/poll_queues")).and_then(|v| v.parse().ok())
+}
+
+/// Capability bits from /proc/self/status `CapEff`.
+pub fn effective_caps(roots: &SysRoots) -> u64 {
+    fs::read_to_string(roots.proc.join("self/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_choice_reads_brackets() {
+        assert_eq!(active_choice("none [mq-deadline] kyber bfq"), "mq-deadline");
+        assert_eq!(active_choice("[none] mq-deadline"), "none");
+        assert_eq!(active_choice("write back"), "write back");
+    }
+
+    #[test]
+    fn captured_tree() {
+        let roots =
+            SysRoots::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sysroot"));
+        assert_eq!(kernel_release(&roots), "6.12.9-amd64");
+        let devs = block_devices(&roots);
+        let nvme = devs
+            .iter()
+            .find(|d| d.name == "nvme0n1")
+            .expect("nvme0n1 in the capture");
+        assert_eq!(nvme.scheduler.as_deref(), Some("none"));
+        assert_eq!(nvme.nr_hw_queues, Some(2));
+        assert_eq!(nvme.logical_block_size, Some(512));
+        assert_eq!(nvme.io_poll, Some(false));
+        assert_eq!(nvme.model.as_deref(), Some("QEMU NVMe Ctrl"));
+        let iommu = iommu_state(&roots);
+        assert_eq!(iommu.group_types, vec![("DMA".to_owned(), 3)]);
+        assert_eq!(
+            iommu.cmdline,
+            vec!["intel_iommu=on".to_owned(), "iommu.strict=1".to_owned()]
+        );
+        assert_eq!(
+            iommu.config,
+            vec!["CONFIG_IOMMU_DEFAULT_DMA_LAZY=y".to_owned()]
+        );
+        assert_eq!(
+            iommu.config_source.as_deref(),
+            Some("/boot/config-6.12.9-amd64")
+        );
+        assert_eq!(nvme_poll_queues(&roots), Some(0));
+    }
+}
