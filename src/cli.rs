@@ -20,6 +20,9 @@ EXAMPLES:
 #[derive(Parser, Debug)]
 #[command(name = "iopath", version, about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
 pub struct Cli {
+    /// Show libbpf's own messages and what was decided about probes.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub cmd: Command,
 }
@@ -92,8 +95,8 @@ pub struct JobArgs {
     #[arg(long, default_value_t = 1)]
     pub jobs: u32,
     /// Pin worker threads to these CPUs, round-robin (0-3,6).
-    #[arg(long, value_parser = job::parse_cpus, value_name = "LIST")]
-    pub cpus: Option<Vec<usize>>,
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Seed for random offsets and data (same seed, same sequence).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -119,8 +122,7 @@ pub struct JobArgs {
 
 impl JobArgs {
     pub fn to_job(&self) -> Result<Job> {
-        let bs = u32::try_from(self.bs)
-            .map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", self.bs))?;
+        let bs = u32::try_from(self.bs).map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", self.bs))?;
         let target = match (&self.file, &self.device) {
             (_, Some(d)) => Target::Device(d.clone()),
             (Some(f), None) => Target::File(f.clone()),
@@ -147,7 +149,7 @@ impl JobArgs {
             direct: self.direct,
             allow_write: self.allow_write,
             jobs: self.jobs,
-            cpus: self.cpus.clone(),
+            cpus: self.cpus.as_deref().map(job::parse_cpus).transpose().map_err(|e| anyhow::anyhow!("--cpus: {e}"))?,
             seed: self.seed,
             sqpoll: self.sqpoll,
             iopoll: self.iopoll,
@@ -177,10 +179,7 @@ mod tests {
     #[test]
     fn defaults_are_a_scratch_file_randread() {
         let j = job(&[]).unwrap();
-        assert_eq!(
-            (j.engine, j.rw, j.bs, j.qd, j.direct),
-            (EngineKind::Uring, Rw::Randread, 4096, 1, true)
-        );
+        assert_eq!((j.engine, j.rw, j.bs, j.qd, j.direct), (EngineKind::Uring, Rw::Randread, 4096, 1, true));
         assert_eq!(j.size, Some(1 << 30));
         assert!(j.target.path().ends_with(job::DEFAULT_SCRATCH_NAME));
         assert_eq!(j.stop, Stop::Runtime(Duration::from_secs(10)));
@@ -189,14 +188,11 @@ mod tests {
     #[test]
     fn flags_reach_the_job() {
         let j = job(&[
-            "--engine", "aio", "--rw", "randrw", "--mix", "70", "--bs", "16k", "--qd", "64",
-            "--ios", "1000", "--direct", "false", "--cpus", "0-1", "--file", "/tmp/x",
+            "--engine", "aio", "--rw", "randrw", "--mix", "70", "--bs", "16k", "--qd", "64", "--ios", "1000",
+            "--direct", "false", "--cpus", "0-1", "--file", "/tmp/x",
         ])
         .unwrap();
-        assert_eq!(
-            (j.engine, j.rw, j.mix_read_pct, j.bs, j.qd),
-            (EngineKind::Aio, Rw::Randrw, 70, 16384, 64)
-        );
+        assert_eq!((j.engine, j.rw, j.mix_read_pct, j.bs, j.qd), (EngineKind::Aio, Rw::Randrw, 70, 16384, 64));
         assert_eq!(j.stop, Stop::Ios(1000));
         assert!(!j.direct);
         assert_eq!(j.cpus, Some(vec![0, 1]));

@@ -60,20 +60,14 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     };
     let tracepoints = tfs.as_ref().map(features::tracepoints).unwrap_or_default();
     for t in tracepoints.iter().filter(|t| t.required && !t.present) {
-        problems.push(format!("tracepoint {} is missing: the kernel lacks block-layer tracing (CONFIG_BLK_DEV_IO_TRACE / tracepoints)", t.name));
+        problems.push(format!(
+            "tracepoint {} is missing: the kernel lacks block-layer tracing (CONFIG_BLK_DEV_IO_TRACE / tracepoints)",
+            t.name
+        ));
     }
-    let attach = if btf {
-        features::attach_kinds(privileged)
-    } else {
-        Vec::new()
-    };
+    let attach = if btf { features::attach_kinds(privileged) } else { Vec::new() };
     let ok = |k: AttachKind| attach.iter().any(|a| a.kind == k && a.ok);
-    if privileged
-        && btf
-        && !ok(AttachKind::TpBtf)
-        && !ok(AttachKind::RawTp)
-        && !ok(AttachKind::Tracepoint)
-    {
+    if privileged && btf && !ok(AttachKind::TpBtf) && !ok(AttachKind::RawTp) && !ok(AttachKind::Tracepoint) {
         problems.push("no tracepoint program could be loaded and attached (see the attach lines): check lockdown (/sys/kernel/security/lockdown) and dmesg".into());
     }
     if !ok(AttachKind::TpBtf) && ok(AttachKind::Tracepoint) {
@@ -81,14 +75,16 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     }
     for k in [AttachKind::Fentry, AttachKind::Kprobe] {
         if privileged && !ok(k) {
-            notes.push(format!("{} programs cannot attach here: optional extras are skipped; tracepoints carry the phases", k.name()));
+            notes.push(format!(
+                "{} programs cannot attach here: optional extras are skipped; tracepoints carry the phases",
+                k.name()
+            ));
         }
     }
-    if !tracepoints
-        .iter()
-        .any(|t| t.name.starts_with("nvme:") && t.present)
-    {
-        notes.push("no nvme tracepoints (no NVMe driver loaded): the device phase is not split into driver and device".into());
+    if !tracepoints.iter().any(|t| t.name.starts_with("nvme:") && t.present) {
+        notes.push(
+            "no nvme tracepoints (no NVMe driver loaded): the device phase is not split into driver and device".into(),
+        );
     }
     let iommu = sysconf::iommu_state(roots);
     if iommu.group_types.is_empty() {
@@ -134,24 +130,12 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         yes(d.cap_bpf),
         yes(d.cap_perfmon)
     )?;
-    writeln!(
-        w,
-        "  BTF         {}",
-        if d.btf {
-            "/sys/kernel/btf/vmlinux"
-        } else {
-            "MISSING"
-        }
-    )?;
+    writeln!(w, "  BTF         {}", if d.btf { "/sys/kernel/btf/vmlinux" } else { "MISSING" })?;
     writeln!(
         w,
         "  tracefs     {}{}",
         d.tracefs.as_deref().unwrap_or("not available"),
-        if d.tracefs_mounted_by_iopath {
-            " (mounted by iopath for this check, unmounted after)"
-        } else {
-            ""
-        }
+        if d.tracefs_mounted_by_iopath { " (mounted by iopath for this check, unmounted after)" } else { "" }
     )?;
     writeln!(w, "\n  attach kinds (each loaded and attached for real):")?;
     for a in &d.attach {
@@ -193,23 +177,16 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
     writeln!(
         w,
         "    nvme poll_queues: {}",
-        d.nvme_poll_queues
-            .map_or("nvme driver not loaded".into(), |n| n.to_string())
+        d.nvme_poll_queues.map_or("nvme driver not loaded".into(), |n| n.to_string())
     )?;
     writeln!(w, "\n  IOMMU       {}", d.iommu.mode)?;
     if !d.iommu.cmdline.is_empty() {
         writeln!(w, "    cmdline   {}", d.iommu.cmdline.join(" "))?;
     }
     match &d.iommu.config_source {
-        Some(src) if d.iommu.config.is_empty() => {
-            writeln!(w, "    config    {src}: no CONFIG_IOMMU_DEFAULT_* set")?
-        }
+        Some(src) if d.iommu.config.is_empty() => writeln!(w, "    config    {src}: no CONFIG_IOMMU_DEFAULT_* set")?,
         Some(src) => writeln!(w, "    config    {src}: {}", d.iommu.config.join(" "))?,
-        None => writeln!(
-            w,
-            "    config    not found (/proc/config.gz, /boot/config-{})",
-            d.kernel
-        )?,
+        None => writeln!(w, "    config    not found (/proc/config.gz, /boot/config-{})", d.kernel)?,
     }
     if !d.notes.is_empty() {
         writeln!(w, "\n  notes:")?;

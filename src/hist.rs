@@ -48,13 +48,7 @@ pub fn bucket_range(i: usize) -> (u64, u64) {
 
 impl Hist {
     pub fn new() -> Self {
-        Hist {
-            counts: Box::new([0; NBUCKETS]),
-            count: 0,
-            sum: 0,
-            min: u64::MAX,
-            max: 0,
-        }
+        Hist { counts: Box::new([0; NBUCKETS]), count: 0, sum: 0, min: u64::MAX, max: 0 }
     }
 
     #[inline]
@@ -142,12 +136,7 @@ mod tests {
         let mut next = 0u64;
         for i in 0..NBUCKETS {
             let (lo, w) = bucket_range(i);
-            assert_eq!(
-                lo,
-                next,
-                "bucket {i} starts where {} ended",
-                i.saturating_sub(1)
-            );
+            assert_eq!(lo, next, "bucket {i} starts where {} ended", i.saturating_sub(1));
             assert_eq!(bucket_of(lo), i);
             assert_eq!(bucket_of(lo + (w - 1)), i);
             next = lo.wrapping_add(w);
@@ -175,12 +164,7 @@ mod tests {
         for i in 1..=10_000u64 {
             h.record(i * 1000);
         }
-        for (q, exact) in [
-            (0.5, 5_000_000f64),
-            (0.9, 9_000_000.0),
-            (0.99, 9_900_000.0),
-            (0.999, 9_990_000.0),
-        ] {
+        for (q, exact) in [(0.5, 5_000_000f64), (0.9, 9_000_000.0), (0.99, 9_900_000.0), (0.999, 9_990_000.0)] {
             let got = h.quantile(q) as f64;
             assert!((got - exact).abs() / exact < 0.01, "q{q}: {got} vs {exact}");
         }

@@ -136,10 +136,7 @@ impl Job {
             bail!("--qd must be at least 1");
         }
         if self.qd > 65536 {
-            bail!(
-                "--qd {} is larger than any engine allows (at most 65536)",
-                self.qd
-            );
+            bail!("--qd {} is larger than any engine allows (at most 65536)", self.qd);
         }
         if self.bs == 0 {
             bail!("--bs must be larger than 0");
@@ -197,13 +194,7 @@ impl Job {
 
     /// A short name for folders and titles: `uring-randread-4k-qd32`.
     pub fn label(&self) -> String {
-        format!(
-            "{}-{}-{}-qd{}",
-            self.engine,
-            self.rw,
-            fmt_bytes(self.bs as u64).to_lowercase(),
-            self.qd
-        )
+        format!("{}-{}-{}-qd{}", self.engine, self.rw, fmt_bytes(self.bs as u64).to_lowercase(), self.qd)
     }
 }
 
@@ -212,41 +203,28 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits == 0 {
-        return Err(format!(
-            "'{s}' is not a size: use a number with an optional k/m/g/t suffix, e.g. 4k or 1g"
-        ));
+        return Err(format!("'{s}' is not a size: use a number with an optional k/m/g/t suffix, e.g. 4k or 1g"));
     }
-    let n: u64 = t[..digits]
-        .parse()
-        .map_err(|_| format!("'{s}' is too large"))?;
+    let n: u64 = t[..digits].parse().map_err(|_| format!("'{s}' is too large"))?;
     let shift = match t[digits..].to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "'{s}': unknown size suffix '{other}' (use k, m, g or t)"
-            ))
-        }
+        other => return Err(format!("'{s}': unknown size suffix '{other}' (use k, m, g or t)")),
     };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{s}' is too large"))
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("'{s}' is too large"))
 }
 
 /// Parses durations: `10s`, `500ms`, `250us`, `2m`, `1h`; a bare number is seconds (as in fio).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let digits = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
+    let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
     if digits == 0 {
         return Err(format!("'{s}' is not a duration: use e.g. 10s, 500ms, 2m"));
     }
-    let n: f64 = t[..digits]
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration: use e.g. 10s, 500ms, 2m"))?;
+    let n: f64 = t[..digits].parse().map_err(|_| format!("'{s}' is not a duration: use e.g. 10s, 500ms, 2m"))?;
     let secs = match &t[digits..] {
         "" | "s" => n,
         "ms" => n / 1e3,
@@ -254,11 +232,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ns" => n / 1e9,
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
-        other => {
-            return Err(format!(
-                "'{s}': unknown duration unit '{other}' (use ns, us, ms, s, m or h)"
-            ))
-        }
+        other => return Err(format!("'{s}': unknown duration unit '{other}' (use ns, us, ms, s, m or h)")),
     };
     if !secs.is_finite() || secs > 1e9 {
         return Err(format!("'{s}' is too long"));
@@ -273,8 +247,7 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
         let bad = || format!("'{s}' is not a CPU list: use e.g. 0, 0-3 or 0,2,4-5");
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 if a > b {
                     return Err(bad());
                 }

@@ -9,6 +9,7 @@ use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    iopath::probe::log::init(cli.verbose);
     let res = match cli.cmd {
         Command::Run(a) => run(a),
         Command::Doctor(a) => doctor_cmd(a),
@@ -51,9 +52,5 @@ fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
     } else {
         doctor::render_text(&d, &mut out)?;
     }
-    Ok(if d.tracing_possible {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if d.tracing_possible { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -17,20 +17,12 @@ pub struct SysRoots {
 
 impl SysRoots {
     pub fn live() -> Self {
-        SysRoots {
-            proc: "/proc".into(),
-            sys: "/sys".into(),
-            boot: "/boot".into(),
-        }
+        SysRoots { proc: "/proc".into(), sys: "/sys".into(), boot: "/boot".into() }
     }
 
     /// A captured tree with `proc/`, `sys/` and `boot/` below `dir`.
     pub fn under(dir: &Path) -> Self {
-        SysRoots {
-            proc: dir.join("proc"),
-            sys: dir.join("sys"),
-            boot: dir.join("boot"),
-        }
+        SysRoots { proc: dir.join("proc"), sys: dir.join("sys"), boot: dir.join("boot") }
     }
 }
 
@@ -64,11 +56,7 @@ pub struct BlockQueue {
 /// Whole disks under /sys/block (no partitions), sorted by name.
 pub fn block_devices(roots: &SysRoots) -> Vec<BlockQueue> {
     let mut names: Vec<String> = fs::read_dir(roots.sys.join("block"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     names.sort();
     names.iter().map(|n| block_queue(roots, n)).collect()
@@ -81,9 +69,7 @@ pub fn block_queue(roots: &SysRoots, name: &str) -> BlockQueue {
     BlockQueue {
         name: name.to_owned(),
         scheduler: read_trim(&q.join("scheduler")).map(|s| active_choice(&s)),
-        nr_hw_queues: fs::read_dir(dev.join("mq"))
-            .ok()
-            .map(|rd| rd.count() as u32),
+        nr_hw_queues: fs::read_dir(dev.join("mq")).ok().map(|rd| rd.count() as u32),
         logical_block_size: read_trim(&q.join("logical_block_size")).and_then(|v| v.parse().ok()),
         iostats: flag("iostats"),
         io_poll: flag("io_poll"),
@@ -105,11 +91,7 @@ pub fn disk_of_devnum(roots: &SysRoots, major: u32, minor: u32) -> Option<String
     let link = roots.sys.join(format!("dev/block/{major}:{minor}"));
     let real = fs::canonicalize(&link).ok()?;
     // A partition's sysfs directory sits inside its disk's and has a `partition` file.
-    let disk = if real.join("partition").exists() {
-        real.parent()?.to_path_buf()
-    } else {
-        real
-    };
+    let disk = if real.join("partition").exists() { real.parent()?.to_path_buf() } else { real };
     Some(disk.file_name()?.to_string_lossy().into_owned())
 }
 
@@ -143,16 +125,9 @@ pub fn iommu_state(roots: &SysRoots) -> IommuState {
     let cmdline: Vec<String> = cmdline(roots)
         .split_whitespace()
         .filter(|w| {
-            [
-                "intel_iommu",
-                "amd_iommu",
-                "iommu.strict",
-                "iommu.passthrough",
-                "iommu=",
-                "iommu.forcedac",
-            ]
-            .iter()
-            .any(|k| w.starts_with(k))
+            ["intel_iommu", "amd_iommu", "iommu.strict", "iommu.passthrough", "iommu=", "iommu.forcedac"]
+                .iter()
+                .any(|k| w.starts_with(k))
         })
         .map(str::to_owned)
         .collect();
@@ -160,8 +135,7 @@ pub fn iommu_state(roots: &SysRoots) -> IommuState {
         Some((text, src)) => (
             text.lines()
                 .filter(|l| {
-                    (l.starts_with("CONFIG_IOMMU_DEFAULT_")
-                        || l.starts_with("CONFIG_INTEL_IOMMU_DEFAULT_ON"))
+                    (l.starts_with("CONFIG_IOMMU_DEFAULT_") || l.starts_with("CONFIG_INTEL_IOMMU_DEFAULT_ON"))
                         && !l.starts_with('#')
                 })
                 .map(str::to_owned)
@@ -173,19 +147,9 @@ pub fn iommu_state(roots: &SysRoots) -> IommuState {
     let mode = if types.is_empty() {
         "off (no IOMMU groups: DMA goes untranslated)".to_owned()
     } else {
-        types
-            .iter()
-            .map(|(t, n)| format!("{t} x{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        types.iter().map(|(t, n)| format!("{t} x{n}")).collect::<Vec<_>>().join(", ")
     };
-    IommuState {
-        group_types: types,
-        cmdline,
-        config,
-        config_source,
-        mode,
-    }
+    IommuState { group_types: types, cmdline, config, config_source, mode }
 }
 
 /// The running kernel's config text and where it was found.
@@ -193,18 +157,13 @@ pub fn kernel_config(roots: &SysRoots) -> Option<(String, String)> {
     let gz = roots.proc.join("config.gz");
     if let Ok(f) = fs::File::open(&gz) {
         let mut s = String::new();
-        if flate2::read::GzDecoder::new(f)
-            .read_to_string(&mut s)
-            .is_ok()
-        {
+        if flate2::read::GzDecoder::new(f).read_to_string(&mut s).is_ok() {
             return Some((s, "/proc/config.gz".into()));
         }
     }
     let release = kernel_release(roots);
     let boot = roots.boot.join(format!("config-{release}"));
-    fs::read_to_string(&boot)
-        .ok()
-        .map(|s| (s, format!("/boot/config-{release}")))
+    fs::read_to_string(&boot).ok().map(|s| (s, format!("/boot/config-{release}")))
 }
 
 /// nvme's `poll_queues` module parameter: 0 means polled (IOPOLL/HIPRI) I/O cannot work.
@@ -217,9 +176,7 @@ pub fn effective_caps(roots: &SysRoots) -> u64 {
     fs::read_to_string(roots.proc.join("self/status"))
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            s.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
         .unwrap_or(0)
 }
@@ -237,14 +194,10 @@ mod tests {
 
     #[test]
     fn captured_tree() {
-        let roots =
-            SysRoots::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sysroot"));
+        let roots = SysRoots::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sysroot"));
         assert_eq!(kernel_release(&roots), "6.12.9-amd64");
         let devs = block_devices(&roots);
-        let nvme = devs
-            .iter()
-            .find(|d| d.name == "nvme0n1")
-            .expect("nvme0n1 in the capture");
+        let nvme = devs.iter().find(|d| d.name == "nvme0n1").expect("nvme0n1 in the capture");
         assert_eq!(nvme.scheduler.as_deref(), Some("none"));
         assert_eq!(nvme.nr_hw_queues, Some(2));
         assert_eq!(nvme.logical_block_size, Some(512));
@@ -252,18 +205,9 @@ mod tests {
         assert_eq!(nvme.model.as_deref(), Some("QEMU NVMe Ctrl"));
         let iommu = iommu_state(&roots);
         assert_eq!(iommu.group_types, vec![("DMA".to_owned(), 3)]);
-        assert_eq!(
-            iommu.cmdline,
-            vec!["intel_iommu=on".to_owned(), "iommu.strict=1".to_owned()]
-        );
-        assert_eq!(
-            iommu.config,
-            vec!["CONFIG_IOMMU_DEFAULT_DMA_LAZY=y".to_owned()]
-        );
-        assert_eq!(
-            iommu.config_source.as_deref(),
-            Some("/boot/config-6.12.9-amd64")
-        );
+        assert_eq!(iommu.cmdline, vec!["intel_iommu=on".to_owned(), "iommu.strict=1".to_owned()]);
+        assert_eq!(iommu.config, vec!["CONFIG_IOMMU_DEFAULT_DMA_LAZY=y".to_owned()]);
+        assert_eq!(iommu.config_source.as_deref(), Some("/boot/config-6.12.9-amd64"));
         assert_eq!(nvme_poll_queues(&roots), Some(0));
     }
 }

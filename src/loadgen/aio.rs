@@ -57,14 +57,7 @@ impl Aio {
     pub fn new(qd: u32, file: File, bufs: Buffers) -> Result<Self> {
         let mut ctx: libc::c_ulong = 0;
         // SAFETY: io_setup writes the context id into `ctx`.
-        if unsafe {
-            libc::syscall(
-                libc::SYS_io_setup,
-                qd as libc::c_long,
-                &mut ctx as *mut libc::c_ulong,
-            )
-        } != 0
-        {
+        if unsafe { libc::syscall(libc::SYS_io_setup, qd as libc::c_long, &mut ctx as *mut libc::c_ulong) } != 0 {
             let e = io::Error::last_os_error();
             let hint = if e.raw_os_error() == Some(libc::EAGAIN) {
                 ": the system-wide AIO limit is reached (raise /proc/sys/fs/aio-max-nr or lower --qd/--jobs)"
@@ -91,11 +84,7 @@ impl Engine for Aio {
         let cb = &mut self.iocbs[slot as usize];
         *cb = Iocb {
             aio_data: slot as u64,
-            aio_lio_opcode: if op == Op::Read {
-                IOCB_CMD_PREAD
-            } else {
-                IOCB_CMD_PWRITE
-            },
+            aio_lio_opcode: if op == Op::Read { IOCB_CMD_PREAD } else { IOCB_CMD_PWRITE },
             aio_fildes: self.fd,
             aio_buf: self.bufs.addr(slot) as u64,
             aio_nbytes: self.bufs.bs() as u64,
@@ -111,14 +100,7 @@ impl Engine for Aio {
             let rest = &self.queued[done..];
             // SAFETY: every pointer is to a live iocb in self.iocbs whose buffer stays valid
             // until its event is reaped.
-            let n = unsafe {
-                libc::syscall(
-                    libc::SYS_io_submit,
-                    self.ctx,
-                    rest.len() as libc::c_long,
-                    rest.as_ptr(),
-                )
-            };
+            let n = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, rest.len() as libc::c_long, rest.as_ptr()) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN)) {
@@ -152,10 +134,7 @@ impl Engine for Aio {
                 }
                 return Err(e);
             }
-            out.extend(self.events[..n as usize].iter().map(|ev| Completion {
-                slot: ev.data as u32,
-                res: ev.res,
-            }));
+            out.extend(self.events[..n as usize].iter().map(|ev| Completion { slot: ev.data as u32, res: ev.res }));
             return Ok(());
         }
     }

@@ -17,21 +17,11 @@ impl Buffers {
     pub fn new(n: usize, bs: usize, align: usize) -> Self {
         let align = align.max(4096).next_power_of_two();
         let stride = bs.div_ceil(align) * align;
-        let layout =
-            Layout::from_size_align(stride * n, align).expect("buffer layout fits in memory");
+        let layout = Layout::from_size_align(stride * n, align).expect("buffer layout fits in memory");
         // SAFETY: the layout has a non-zero size (n >= 1 and bs >= 1 are validated by the job).
         let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(
-            !ptr.is_null(),
-            "out of memory allocating {} bytes of I/O buffers",
-            layout.size()
-        );
-        let mut b = Buffers {
-            ptr,
-            layout,
-            bs: stride,
-            n,
-        };
+        assert!(!ptr.is_null(), "out of memory allocating {} bytes of I/O buffers", layout.size());
+        let mut b = Buffers { ptr, layout, bs: stride, n };
         // Not all zeros, so compressing or deduplicating devices see real data (fio does the same).
         for i in 0..n {
             super::pattern::fill(b.slot(i as u32), 0x5eed, i as u64 * stride as u64);

@@ -56,10 +56,7 @@ pub trait Engine {
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call: no syscall).
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into ts.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -162,10 +159,7 @@ pub fn run(job: &Job) -> Result<Outcome> {
 /// EOPNOTSUPP (fio prints just that). Say what is missing and how to get it instead.
 fn check_iopoll(t: &Prepared) -> Result<()> {
     let roots = crate::sysconf::SysRoots::live();
-    let q = t
-        .disk
-        .as_deref()
-        .map(|d| crate::sysconf::block_queue(&roots, d));
+    let q = t.disk.as_deref().map(|d| crate::sysconf::block_queue(&roots, d));
     if q.as_ref().and_then(|q| q.io_poll) != Some(true) {
         let disk = t.disk.clone().unwrap_or_else(|| "this target".into());
         let nvme = match crate::sysconf::nvme_poll_queues(&roots) {
@@ -190,10 +184,7 @@ where
     let mut engines = Vec::with_capacity(job.jobs as usize);
     for _ in 0..job.jobs {
         let file = target::open(job, &target)?;
-        engines.push(make(
-            file,
-            Buffers::new(job.qd as usize, job.bs as usize, align),
-        )?);
+        engines.push(make(file, Buffers::new(job.qd as usize, job.bs as usize, align))?);
     }
     let nblocks = target.size / job.bs as u64;
     let barrier = Arc::new(Barrier::new(job.jobs as usize + 1));
@@ -229,13 +220,7 @@ where
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(Outcome {
-        stats,
-        start_ns,
-        end_ns,
-        usage,
-        target,
-    })
+    Ok(Outcome { stats, start_ns, end_ns, usage, target })
 }
 
 fn pin_to(cpu: usize) -> Result<()> {
@@ -247,10 +232,7 @@ fn pin_to(cpu: usize) -> Result<()> {
         }
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!(
-                "--cpus: cannot run on CPU {cpu}: {} (see nproc / taskset -p $$)",
-                io::Error::last_os_error()
-            );
+            bail!("--cpus: cannot run on CPU {cpu}: {} (see nproc / taskset -p $$)", io::Error::last_os_error());
         }
     }
     Ok(())
@@ -295,11 +277,7 @@ impl Plan {
                 Stop::Ios(_) => None,
             },
             ios,
-            batch_submit: if job.batch_submit == 0 {
-                job.qd
-            } else {
-                job.batch_submit.min(job.qd)
-            },
+            batch_submit: if job.batch_submit == 0 { job.qd } else { job.batch_submit.min(job.qd) },
             batch_complete: job.batch_complete.max(1),
         }
     }
@@ -362,8 +340,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             issued += 1;
         }
         if !batch_slots.is_empty() {
-            e.submit()
-                .map_err(|err| anyhow!("submitting I/O failed: {err}"))?;
+            e.submit().map_err(|err| anyhow!("submitting I/O failed: {err}"))?;
             // A synchronous engine did the I/O inside submit: all of it is completion time.
             let t = if E::SYNC { now } else { now_ns() };
             for &slot in &batch_slots {
@@ -379,14 +356,15 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
         }
         // Like fio, keep filling while slots are free (batch_submit < qd), and wait only when
         // the queue is full or nothing more is to be issued.
-        if issuing && issued < p.ios && !free.is_empty() && now_ns() < deadline {
+        if issuing && issued < p.ios && !free.is_empty() {
             now = now_ns();
-            continue;
+            if now < deadline {
+                continue;
+            }
         }
         // Reap: wait for at least batch_complete (fewer at the tail).
         let min = p.batch_complete.min(inflight);
-        e.reap(min, &mut done)
-            .map_err(|err| anyhow!("waiting for completions failed: {err}"))?;
+        e.reap(min, &mut done).map_err(|err| anyhow!("waiting for completions failed: {err}"))?;
         now = now_ns();
         for c in done.drain(..) {
             let s = c.slot as usize;
@@ -396,7 +374,10 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             }
             if p.verify && op == Op::Read {
                 if let Some(at) = pattern::check(e.buffers().slot(c.slot), p.seed, off) {
-                    bail!("--verify: data at byte {at} differs from what seed {} writes there (block at {off})", p.seed);
+                    bail!(
+                        "--verify: data at byte {at} differs from what seed {} writes there (block at {off})",
+                        p.seed
+                    );
                 }
                 st.verified += 1;
             }

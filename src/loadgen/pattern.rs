@@ -60,16 +60,8 @@ mod tests {
         let mut b = vec![0u8; 4096];
         fill(&mut b, 7, 8192);
         assert_eq!(check(&b, 7, 8192), None);
-        assert_eq!(
-            check(&b, 8, 8192),
-            Some(8192),
-            "another seed is another pattern"
-        );
-        assert_eq!(
-            check(&b, 7, 4096),
-            Some(4096),
-            "another offset is another pattern"
-        );
+        assert_eq!(check(&b, 8, 8192), Some(8192), "another seed is another pattern");
+        assert_eq!(check(&b, 7, 4096), Some(4096), "another offset is another pattern");
         b[100] ^= 1;
         assert_eq!(check(&b, 7, 8192), Some(8192 + 96));
     }
@@ -81,9 +73,6 @@ mod tests {
         for _ in 0..100_000 {
             seen[r.below(10) as usize] += 1;
         }
-        assert!(
-            seen.iter().all(|&c| (9_000..11_000).contains(&c)),
-            "{seen:?}"
-        );
+        assert!(seen.iter().all(|&c| (9_000..11_000).contains(&c)), "{seen:?}");
     }
 }

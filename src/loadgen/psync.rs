@@ -16,12 +16,7 @@ pub struct Psync {
 
 impl Psync {
     pub fn new(file: File, bufs: Buffers) -> Self {
-        Psync {
-            file,
-            bufs,
-            queued: Vec::with_capacity(1),
-            done: Vec::with_capacity(1),
-        }
+        Psync { file, bufs, queued: Vec::with_capacity(1), done: Vec::with_capacity(1) }
     }
 }
 

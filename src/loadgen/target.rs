@@ -57,14 +57,13 @@ pub fn open(job: &Job, t: &Prepared) -> Result<File> {
 }
 
 fn explain_open(path: &Path, job: &Job, e: std::io::Error) -> anyhow::Error {
-    let how = if job.rw.writes() {
-        "reading and writing"
-    } else {
-        "reading"
-    };
+    let how = if job.rw.writes() { "reading and writing" } else { "reading" };
+    let writing = job.rw.writes();
     let fix = match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
-            " (the file is not writable here: check its permissions, attributes (lsattr) and whether the file system is read-only)"
+        Some(libc::EACCES) if !writing => " (run as root, or pick a file you can read)",
+        Some(libc::EACCES) => " (the file is not writable by this user: run as root, or pick a file you own)",
+        Some(libc::EPERM) | Some(libc::EROFS) => {
+            " (the file is not writable here: check its attributes (lsattr: immutable?) and whether the file system is read-only)"
         }
         Some(libc::EINVAL) if job.direct => " (this file system refuses O_DIRECT: use --direct false)",
         Some(libc::EBUSY) => " (the device is in use: mounted, or held by another driver)",
@@ -74,35 +73,21 @@ fn explain_open(path: &Path, job: &Job, e: std::io::Error) -> anyhow::Error {
 }
 
 fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !parent.is_dir() {
-        bail!(
-            "directory {} does not exist: create it first, or point --file elsewhere",
-            parent.display()
-        );
+        bail!("directory {} does not exist: create it first, or point --file elsewhere", parent.display());
     }
     let meta = fs::metadata(path).ok();
     if let Some(m) = &meta {
         if m.file_type().is_block_device() {
-            bail!(
-                "{} is a block device: use --device {} instead of --file",
-                path.display(),
-                path.display()
-            );
+            bail!("{} is a block device: use --device {} instead of --file", path.display(), path.display());
         }
         if !m.is_file() {
             bail!("{} is not a regular file", path.display());
         }
     }
     let existing = meta.as_ref().map_or(0, |m| m.len());
-    let want = job.size.unwrap_or(if existing > 0 {
-        existing
-    } else {
-        crate::job::DEFAULT_SCRATCH_SIZE
-    });
+    let want = job.size.unwrap_or(if existing > 0 { existing } else { crate::job::DEFAULT_SCRATCH_SIZE });
     let size = want - want % job.bs as u64;
     if size < job.bs as u64 {
         bail!(
@@ -146,13 +131,9 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
 }
 
 fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
-    let meta =
-        fs::metadata(path).with_context(|| format!("cannot use --device {}", path.display()))?;
+    let meta = fs::metadata(path).with_context(|| format!("cannot use --device {}", path.display()))?;
     if !meta.file_type().is_block_device() {
-        bail!(
-            "{} is not a block device: use --file for regular files",
-            path.display()
-        );
+        bail!("{} is not a block device: use --file for regular files", path.display());
     }
     let rdev = std::os::unix::fs::MetadataExt::rdev(&meta);
     let (maj, min) = (libc::major(rdev), libc::minor(rdev));
@@ -170,14 +151,9 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
                 path.display()
             );
         }
-        let holders = fs::read_dir(format!("/sys/class/block/{name}/holders"))
-            .map(|d| d.count())
-            .unwrap_or(0);
+        let holders = fs::read_dir(format!("/sys/class/block/{name}/holders")).map(|d| d.count()).unwrap_or(0);
         if holders > 0 {
-            bail!(
-                "refusing to write to {}: it is held by {holders} other device(s) (LVM, md, dm…)",
-                path.display()
-            );
+            bail!("refusing to write to {}: it is held by {holders} other device(s) (LVM, md, dm…)", path.display());
         }
         // O_EXCL on a block device fails with EBUSY when anything has it claimed (a mount, md, dm).
         OpenOptions::new()
@@ -192,35 +168,19 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
     let mut bytes: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which outlives the call.
     if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut bytes as *mut u64) } != 0 {
-        bail!(
-            "cannot read the size of {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        );
+        bail!("cannot read the size of {}: {}", path.display(), std::io::Error::last_os_error());
     }
     let want = job.size.unwrap_or(bytes);
     if want > bytes {
-        bail!(
-            "--size {} is larger than {} ({})",
-            fmt_bytes(want),
-            path.display(),
-            fmt_bytes(bytes)
-        );
+        bail!("--size {} is larger than {} ({})", fmt_bytes(want), path.display(), fmt_bytes(bytes));
     }
     let size = want - want % job.bs as u64;
     if size < job.bs as u64 {
-        bail!(
-            "{} is smaller than one --bs {} block",
-            path.display(),
-            fmt_bytes(job.bs as u64)
-        );
+        bail!("{} is smaller than one --bs {} block", path.display(), fmt_bytes(job.bs as u64));
     }
-    let lbs = sysconf::block_queue(&roots, disk.as_deref().unwrap_or(&name))
-        .logical_block_size
-        .unwrap_or(512);
-    let backing = fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file"))
-        .ok()
-        .map(|s| s.trim().to_owned());
+    let lbs = sysconf::block_queue(&roots, disk.as_deref().unwrap_or(&name)).logical_block_size.unwrap_or(512);
+    let backing =
+        fs::read_to_string(format!("/sys/class/block/{name}/loop/backing_file")).ok().map(|s| s.trim().to_owned());
     let in_memory = backing
         .as_deref()
         .and_then(|b| mount_of(Path::new(b)).ok())
@@ -240,7 +200,10 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
     };
     if !job.rw.writes() {
         if let Some(m) = mounted_on(maj, min, t.disk.as_deref().unwrap_or("")) {
-            t.warnings.push(format!("{} is mounted ({m}): reads are safe, but the file system's own I/O shares the device", path.display()));
+            t.warnings.push(format!(
+                "{} is mounted ({m}): reads are safe, but the file system's own I/O shares the device",
+                path.display()
+            ));
         }
     }
     check_common(job, &mut t)?;
@@ -251,7 +214,11 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
 fn check_common(job: &Job, t: &mut Prepared) -> Result<()> {
     if job.direct {
         if t.dio_offset_align == 0 {
-            bail!("{} ({}) does not support O_DIRECT: use --direct false (and expect the page cache in the numbers)", t.path.display(), t.fs_type);
+            bail!(
+                "{} ({}) does not support O_DIRECT: use --direct false (and expect the page cache in the numbers)",
+                t.path.display(),
+                t.fs_type
+            );
         }
         if job.bs % t.dio_offset_align != 0 {
             bail!(
@@ -287,11 +254,7 @@ fn check_common(job: &Job, t: &mut Prepared) -> Result<()> {
 /// that reads hit real, allocated blocks (reading holes or unwritten extents costs no device I/O).
 fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
     let from = from - from % 8;
-    eprintln!(
-        "iopath: laying out {} ({} to write)…",
-        path.display(),
-        fmt_bytes(to - from)
-    );
+    eprintln!("iopath: laying out {} ({} to write)…", path.display(), fmt_bytes(to - from));
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
@@ -314,8 +277,7 @@ fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
         })?;
         off += n as u64;
     }
-    f.sync_data()
-        .with_context(|| format!("syncing {}", path.display()))?;
+    f.sync_data().with_context(|| format!("syncing {}", path.display()))?;
     // SAFETY: plain advisory call on an fd we own.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     Ok(())
@@ -324,8 +286,7 @@ fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
 /// The file system type and (for block-backed ones) the device number holding `path`.
 fn mount_of(path: &Path) -> Result<(String, Option<(u32, u32)>)> {
     let real = fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))?;
-    let info =
-        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let info = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
     let mut best: Option<(usize, String)> = None;
     for line in info.lines() {
         let f: Vec<&str> = line.split(' ').collect();
@@ -345,10 +306,7 @@ fn mount_of(path: &Path) -> Result<(String, Option<(u32, u32)>)> {
 }
 
 fn unescape_mount(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
 /// Where device `maj:min` (or one of its partitions) is mounted, if anywhere.
@@ -367,9 +325,7 @@ fn mounted_on(maj: u32, min: u32, disk: &str) -> Option<String> {
     }
     info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
-        devs.iter()
-            .any(|d| f.get(2) == Some(&d.as_str()))
-            .then(|| format!("at {}", f.get(4).unwrap_or(&"?")))
+        devs.iter().any(|d| f.get(2) == Some(&d.as_str())).then(|| format!("at {}", f.get(4).unwrap_or(&"?")))
     })
 }
 
@@ -379,21 +335,11 @@ fn dio_align(path: &Path, disk: Option<&str>) -> (u32, u32) {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
     // SAFETY: statx fills the zeroed struct we pass; the path is NUL-terminated.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            0,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
+    let rc = unsafe { libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_DIOALIGN, &mut stx) };
     if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 {
         return (stx.stx_dio_mem_align, stx.stx_dio_offset_align);
     }
-    let lbs = disk
-        .and_then(|d| sysconf::block_queue(&SysRoots::live(), d).logical_block_size)
-        .unwrap_or(512);
+    let lbs = disk.and_then(|d| sysconf::block_queue(&SysRoots::live(), d).logical_block_size).unwrap_or(512);
     (lbs, lbs)
 }
 

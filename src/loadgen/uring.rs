@@ -32,12 +32,8 @@ impl Uring {
         let entries = job.qd.next_power_of_two().max(2);
         let ring = b.build(entries).map_err(|e| {
             let hint = match e.raw_os_error() {
-                Some(libc::EPERM) if job.sqpoll => {
-                    ": SQPOLL needs root or CAP_SYS_NICE on this kernel"
-                }
-                Some(libc::ENOMEM) => {
-                    ": not enough locked memory for the ring (raise RLIMIT_MEMLOCK or lower --qd)"
-                }
+                Some(libc::EPERM) if job.sqpoll => ": SQPOLL needs root or CAP_SYS_NICE on this kernel",
+                Some(libc::ENOMEM) => ": not enough locked memory for the ring (raise RLIMIT_MEMLOCK or lower --qd)",
                 Some(libc::ENOSYS) | Some(libc::EPERM) => {
                     ": io_uring is disabled here (see /proc/sys/kernel/io_uring_disabled)"
                 }
@@ -47,28 +43,14 @@ impl Uring {
         })?;
         if job.fixed_bufs {
             let iov: Vec<libc::iovec> = (0..bufs.len() as u32)
-                .map(|i| libc::iovec {
-                    iov_base: bufs.addr(i).cast(),
-                    iov_len: bufs.bs(),
-                })
+                .map(|i| libc::iovec { iov_base: bufs.addr(i).cast(), iov_len: bufs.bs() })
                 .collect();
             // SAFETY: the buffers live in `bufs`, owned by this engine and dropped after the ring.
-            unsafe { ring.submitter().register_buffers(&iov) }.map_err(|e| {
-                anyhow!(
-                    "registering {} buffers with io_uring failed: {e}",
-                    iov.len()
-                )
-            })?;
+            unsafe { ring.submitter().register_buffers(&iov) }
+                .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
         }
         let fd = types::Fd(file.as_raw_fd());
-        Ok(Uring {
-            ring,
-            _file: file,
-            fd,
-            bufs,
-            fixed: job.fixed_bufs,
-            queued: 0,
-        })
+        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0 })
     }
 }
 
@@ -79,17 +61,12 @@ impl Engine for Uring {
         let sqe = match (op, self.fixed) {
             (Op::Read, false) => opcode::Read::new(self.fd, ptr, len).offset(offset).build(),
             (Op::Write, false) => opcode::Write::new(self.fd, ptr, len).offset(offset).build(),
-            (Op::Read, true) => opcode::ReadFixed::new(self.fd, ptr, len, slot as u16)
-                .offset(offset)
-                .build(),
-            (Op::Write, true) => opcode::WriteFixed::new(self.fd, ptr, len, slot as u16)
-                .offset(offset)
-                .build(),
+            (Op::Read, true) => opcode::ReadFixed::new(self.fd, ptr, len, slot as u16).offset(offset).build(),
+            (Op::Write, true) => opcode::WriteFixed::new(self.fd, ptr, len, slot as u16).offset(offset).build(),
         };
         // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped;
         // the ring has at least qd entries and at most qd I/Os are queued or in flight.
-        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }
-            .expect("SQ has room for qd entries");
+        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }.expect("SQ has room for qd entries");
         self.queued += 1;
     }
 
@@ -113,10 +90,7 @@ impl Engine for Uring {
             {
                 let cq = self.ring.completion();
                 if cq.len() as u32 >= min.max(1) || (min == 0 && !cq.is_empty()) {
-                    out.extend(cq.map(|c| Completion {
-                        slot: c.user_data() as u32,
-                        res: c.result() as i64,
-                    }));
+                    out.extend(cq.map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
                     return Ok(());
                 }
             }
@@ -127,10 +101,7 @@ impl Engine for Uring {
             }
             let cq = self.ring.completion();
             if !cq.is_empty() {
-                out.extend(cq.map(|c| Completion {
-                    slot: c.user_data() as u32,
-                    res: c.result() as i64,
-                }));
+                out.extend(cq.map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
                 return Ok(());
             }
         }

@@ -40,12 +40,7 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         used_for: "submission start (aio)",
         required: false,
     },
-    TracepointSpec {
-        group: "syscalls",
-        names: &["sys_exit_io_getevents"],
-        used_for: "reap (aio)",
-        required: false,
-    },
+    TracepointSpec { group: "syscalls", names: &["sys_exit_io_getevents"], used_for: "reap (aio)", required: false },
     TracepointSpec {
         group: "syscalls",
         names: &["sys_exit_io_pgetevents"],
@@ -70,12 +65,7 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         used_for: "bio enters the block layer",
         required: true,
     },
-    TracepointSpec {
-        group: "block",
-        names: &["block_getrq"],
-        used_for: "request allocated",
-        required: false,
-    },
+    TracepointSpec { group: "block", names: &["block_getrq"], used_for: "request allocated", required: false },
     TracepointSpec {
         group: "block",
         names: &["block_rq_insert"],
@@ -112,54 +102,24 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         used_for: "NVMe command set up (driver/device split)",
         required: false,
     },
-    TracepointSpec {
-        group: "nvme",
-        names: &["nvme_complete_rq"],
-        used_for: "NVMe command completed",
-        required: false,
-    },
+    TracepointSpec { group: "nvme", names: &["nvme_complete_rq"], used_for: "NVMe command completed", required: false },
     TracepointSpec {
         group: "irq",
         names: &["irq_handler_entry"],
         used_for: "device interrupts per I/O",
         required: false,
     },
-    TracepointSpec {
-        group: "irq",
-        names: &["irq_handler_exit"],
-        used_for: "interrupt handler time",
-        required: false,
-    },
-    TracepointSpec {
-        group: "irq",
-        names: &["softirq_entry"],
-        used_for: "BLOCK softirq time",
-        required: false,
-    },
-    TracepointSpec {
-        group: "irq",
-        names: &["softirq_exit"],
-        used_for: "BLOCK softirq time",
-        required: false,
-    },
+    TracepointSpec { group: "irq", names: &["irq_handler_exit"], used_for: "interrupt handler time", required: false },
+    TracepointSpec { group: "irq", names: &["softirq_entry"], used_for: "BLOCK softirq time", required: false },
+    TracepointSpec { group: "irq", names: &["softirq_exit"], used_for: "BLOCK softirq time", required: false },
     TracepointSpec {
         group: "sched",
         names: &["sched_switch"],
         used_for: "context switches per I/O, off-CPU time",
         required: false,
     },
-    TracepointSpec {
-        group: "iommu",
-        names: &["map"],
-        used_for: "IOMMU mappings per I/O",
-        required: false,
-    },
-    TracepointSpec {
-        group: "iommu",
-        names: &["unmap"],
-        used_for: "IOMMU unmappings per I/O",
-        required: false,
-    },
+    TracepointSpec { group: "iommu", names: &["map"], used_for: "IOMMU mappings per I/O", required: false },
+    TracepointSpec { group: "iommu", names: &["unmap"], used_for: "IOMMU unmappings per I/O", required: false },
     TracepointSpec {
         group: "dma",
         names: &["dma_map_phys", "dma_map_page"],
@@ -210,13 +170,8 @@ pub enum AttachKind {
 }
 
 impl AttachKind {
-    pub const ALL: [AttachKind; 5] = [
-        AttachKind::TpBtf,
-        AttachKind::RawTp,
-        AttachKind::Tracepoint,
-        AttachKind::Fentry,
-        AttachKind::Kprobe,
-    ];
+    pub const ALL: [AttachKind; 5] =
+        [AttachKind::TpBtf, AttachKind::RawTp, AttachKind::Tracepoint, AttachKind::Fentry, AttachKind::Kprobe];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -240,21 +195,14 @@ pub struct AttachResult {
 /// Loads and attaches the doctor's program of one kind, alone, counting events of process `tgid`
 /// (0 = all), and runs `during` while it is attached. `during` gets a reader of the program's hit
 /// counter, so a test can drive I/O and see the program fire.
-pub fn with_attached<R>(
-    kind: AttachKind,
-    tgid: u32,
-    during: impl FnOnce(&dyn Fn() -> u64) -> R,
-) -> Result<R, String> {
+pub fn with_attached<R>(kind: AttachKind, tgid: u32, during: impl FnOnce(&dyn Fn() -> u64) -> R) -> Result<R, String> {
     let mut storage = MaybeUninit::uninit();
-    let mut open = DoctorSkelBuilder::default()
-        .open(&mut storage)
-        .map_err(|e| format!("open: {e}"))?;
+    let mut open = DoctorSkelBuilder::default().open(&mut storage).map_err(|e| format!("open: {e}"))?;
     {
         let p = &mut open.progs;
         p.doctor_tp_btf.set_autoload(kind == AttachKind::TpBtf);
         p.doctor_raw_tp.set_autoload(kind == AttachKind::RawTp);
-        p.doctor_tracepoint
-            .set_autoload(kind == AttachKind::Tracepoint);
+        p.doctor_tracepoint.set_autoload(kind == AttachKind::Tracepoint);
         p.doctor_fentry.set_autoload(kind == AttachKind::Fentry);
         p.doctor_kprobe.set_autoload(kind == AttachKind::Kprobe);
     }
@@ -293,17 +241,13 @@ pub fn attach_kinds(privileged: bool) -> Vec<AttachResult> {
                     error: Some("not tried: needs root (CAP_BPF + CAP_PERFMON)".into()),
                 };
             }
+            super::log::clear();
             match with_attached(kind, 0, |_| ()) {
-                Ok(()) => AttachResult {
-                    kind,
-                    ok: true,
-                    error: None,
-                },
-                Err(e) => AttachResult {
-                    kind,
-                    ok: false,
-                    error: Some(e),
-                },
+                Ok(()) => AttachResult { kind, ok: true, error: None },
+                Err(e) => {
+                    let why = super::log::reason().map(|r| format!(" ({r})")).unwrap_or_default();
+                    AttachResult { kind, ok: false, error: Some(format!("{e}{why}")) }
+                }
             }
         })
         .collect()

@@ -17,37 +17,20 @@ impl Tracefs {
     pub fn ensure() -> Result<Tracefs> {
         let path = PathBuf::from(TRACEFS);
         if path.join("events").is_dir() {
-            return Ok(Tracefs {
-                path,
-                mounted_by_us: false,
-            });
+            return Ok(Tracefs { path, mounted_by_us: false });
         }
         let legacy = Path::new("/sys/kernel/debug/tracing");
         if legacy.join("events").is_dir() {
-            return Ok(Tracefs {
-                path: legacy.into(),
-                mounted_by_us: false,
-            });
+            return Ok(Tracefs { path: legacy.into(), mounted_by_us: false });
         }
         let (src, target, fstype) = (c"tracefs", CString::new(TRACEFS)?, c"tracefs");
         // SAFETY: all strings are NUL-terminated and outlive the call.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                target.as_ptr(),
-                fstype.as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
+        let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             bail!("tracefs is not mounted and mounting it at {TRACEFS} failed: {e} (run as root, or 'mount -t tracefs tracefs {TRACEFS}')");
         }
-        Ok(Tracefs {
-            path,
-            mounted_by_us: true,
-        })
+        Ok(Tracefs { path, mounted_by_us: true })
     }
 
     /// Whether `group:name` exists on this kernel.

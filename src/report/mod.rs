@@ -78,10 +78,7 @@ impl Report {
         let roots = crate::sysconf::SysRoots::live();
         Report {
             schema: SCHEMA,
-            tool: Tool {
-                name: "iopath",
-                version: env!("CARGO_PKG_VERSION"),
-            },
+            tool: Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") },
             job: job.clone(),
             system: System {
                 kernel: crate::sysconf::kernel_release(&roots),

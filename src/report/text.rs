@@ -47,11 +47,7 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         if j.direct { "O_DIRECT" } else { "buffered" },
         stop
     )?;
-    let disk = t
-        .disk
-        .as_deref()
-        .map(|d| format!(" on {d}"))
-        .unwrap_or_default();
+    let disk = t.disk.as_deref().map(|d| format!(" on {d}")).unwrap_or_default();
     writeln!(
         w,
         "  target  {} ({}{}, {} used), kernel {}",
@@ -73,16 +69,9 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         r.runtime_ns as f64 / 1e9,
         r.reads,
         r.writes,
-        if r.verified > 0 {
-            format!(", {} blocks verified", r.verified)
-        } else {
-            String::new()
-        }
+        if r.verified > 0 { format!(", {} blocks verified", r.verified) } else { String::new() }
     )?;
-    writeln!(
-        w,
-        "  latency (us)     mean      p50      p90      p99    p99.9      max"
-    )?;
+    writeln!(w, "  latency (us)     mean      p50      p90      p99    p99.9      max")?;
     let row = |w: &mut dyn Write, name: &str, s: &LatSummary| {
         writeln!(
             w,
@@ -119,11 +108,7 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
 fn uring_flags(r: &Report) -> String {
     let j = &r.job;
     let mut f = String::new();
-    for (on, name) in [
-        (j.sqpoll, "+sqpoll"),
-        (j.iopoll, "+iopoll"),
-        (j.fixed_bufs, "+fixedbufs"),
-    ] {
+    for (on, name) in [(j.sqpoll, "+sqpoll"), (j.iopoll, "+iopoll"), (j.fixed_bufs, "+fixedbufs")] {
         if on {
             f.push_str(name);
         }

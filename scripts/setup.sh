@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything iopath needs on Debian 12 (as root) and builds it. Idempotent: a second run
+# installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build: compiler, libbpf's link deps, clang for BPF. Tests: e2fsprogs/util-linux (mkfs, losetup,
+# chattr, setpriv), fio (the --pid tests and benchmarks). Benchmarks: bpftrace, perf, python3.
+PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
+      e2fsprogs util-linux fio bpftrace linux-perf python3 curl ca-certificates)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Rust: Debian 12's rustc is older than the crates need (libbpf-rs 0.27 wants 1.82).
+MSRV=1.82
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+version_ok() {
+  command -v cargo >/dev/null 2>&1 || return 1
+  local v; v=$(cargo --version | awk '{print $2}')
+  [ "$(printf '%s\n%s\n' "$MSRV" "$v" | sort -V | head -n1)" = "$MSRV" ]
+}
+if ! version_ok; then
+  echo "setup: installing Rust with rustup (cargo missing or older than $MSRV)"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy
+  . "$HOME/.cargo/env"
+fi
+if command -v rustup >/dev/null 2>&1; then
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+fi
+
+cargo build --release --locked
+echo "setup: built $(pwd)/target/release/iopath"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: setup, formatting, lints, then unit and integration tests
+# (as root: they load BPF programs, make loop devices and drive real I/O).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "test.sh: run as root (the tests load BPF and create loop devices)" >&2
+  exit 1
+fi
+./scripts/setup.sh
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+cargo fmt --all -- --check
+clang-format --dry-run --Werror $(ls bpf/*.c bpf/*.h | grep -v vmlinux.h)
+cargo clippy --release --locked --all-targets -- -D warnings
+cargo test --release --locked
