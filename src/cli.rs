@@ -109,8 +109,8 @@ pub struct JobArgs {
     /// io_uring: register the I/O buffers once (READ_FIXED/WRITE_FIXED).
     #[arg(long)]
     pub fixed_bufs: bool,
-    /// Most I/Os per submit call (fio iodepth_batch_submit); 0 = every free slot.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    /// Most I/Os per submit call (fio iodepth_batch_submit, default 1: submit each at once); 0 = all free slots.
+    #[arg(long, default_value_t = 1, value_name = "N")]
     pub batch_submit: u32,
     /// Completions to wait for per reap (fio iodepth_batch_complete_min).
     #[arg(long, default_value_t = 1, value_name = "N")]

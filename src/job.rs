@@ -117,7 +117,7 @@ pub struct Job {
     pub sqpoll: bool,
     pub iopoll: bool,
     pub fixed_bufs: bool,
-    /// Most I/Os handed to the kernel per submit call (fio's iodepth_batch_submit); 0 = all free slots.
+    /// Most I/Os handed to the kernel per submit call (fio's iodepth_batch_submit, default 1); 0 = all free slots.
     pub batch_submit: u32,
     /// Fewest completions to wait for per reap call (fio's iodepth_batch_complete_min).
     pub batch_complete: u32,

@@ -80,7 +80,7 @@ impl Aio {
 
 impl Engine for Aio {
     #[inline]
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
         let cb = &mut self.iocbs[slot as usize];
         *cb = Iocb {
             aio_data: slot as u64,
@@ -92,6 +92,7 @@ impl Engine for Aio {
             ..Iocb::default()
         };
         self.queued.push(cb);
+        Ok(())
     }
 
     fn submit(&mut self) -> io::Result<()> {

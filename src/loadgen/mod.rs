@@ -1,8 +1,9 @@
 //! The bundled load generator: fio-like jobs on io_uring, native AIO or pread/pwrite.
 //!
-//! Each worker thread owns one engine (ring or AIO context), one fd and qd buffers, and loops:
-//! fill free slots -> one submit call -> wait for >= batch_complete completions. Clock reads are
-//! per batch, not per I/O (as in fio): one before preparing, one after submit, one after reaping.
+//! Each worker thread owns one engine (ring or AIO context), one fd and qd buffers, and loops as
+//! fio does: queue up to batch_submit I/Os -> one submit call -> repeat while slots are free ->
+//! wait for >= batch_complete completions. Clock reads are per batch, not per I/O: one before
+//! preparing, one after submit, one after reaping.
 //! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock bpf_ktime_get_ns() reads, so the trace
 //! can line them up with kernel events.
 
@@ -44,8 +45,12 @@ pub struct Completion {
 pub trait Engine {
     /// True when `submit` performs the I/O itself (no separate completion).
     const SYNC: bool = false;
+    /// Runs on the worker thread before the first I/O (rings bound to their issuing thread).
+    fn start(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// Prepares one I/O on `slot`'s buffer; it reaches the kernel at the next `submit`.
-    fn queue(&mut self, slot: u32, op: Op, offset: u64);
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()>;
     /// Hands every queued I/O to the kernel.
     fn submit(&mut self) -> io::Result<()>;
     /// Waits for at least `min` completions and appends all available ones to `out`.
@@ -196,9 +201,12 @@ where
         let h = thread::Builder::new()
             .name(format!("iopath-w{i}"))
             .spawn(move || {
-                let pinned = cpu.map(pin_to).transpose();
+                let mut engine = engine;
+                let ready = cpu.map(pin_to).transpose().and_then(|_| {
+                    engine.start().map_err(|e| anyhow!("starting the {} engine on its thread: {e}", plan.engine))
+                });
                 barrier.wait();
-                pinned?;
+                ready?;
                 worker(engine, plan)
             })
             .context("spawning a worker thread")?;
@@ -240,6 +248,7 @@ fn pin_to(cpu: usize) -> Result<()> {
 
 /// One worker's share of the job.
 struct Plan {
+    engine: EngineKind,
     rw: Rw,
     mix: u8,
     bs: u64,
@@ -263,6 +272,7 @@ impl Plan {
             Stop::Runtime(_) => u64::MAX,
         };
         Plan {
+            engine: job.engine,
             rw: job.rw,
             mix: job.mix_read_pct,
             bs: job.bs as u64,
@@ -333,7 +343,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             if p.verify && op == Op::Write {
                 pattern::fill(e.buffers().slot(slot), p.seed, off);
             }
-            e.queue(slot, op, off);
+            e.queue(slot, op, off).map_err(|err| anyhow!("queueing I/O failed: {err}"))?;
             what[slot as usize] = (op, off);
             t_start[slot as usize] = now;
             batch_slots.push(slot);
@@ -361,6 +371,9 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             if now < deadline {
                 continue;
             }
+        }
+        if inflight == 0 {
+            continue;
         }
         // Reap: wait for at least batch_complete (fewer at the tail).
         let min = p.batch_complete.min(inflight);

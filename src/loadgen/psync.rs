@@ -23,8 +23,9 @@ impl Psync {
 impl Engine for Psync {
     const SYNC: bool = true;
 
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
         self.queued.push((slot, op, offset));
+        Ok(())
     }
 
     fn submit(&mut self) -> io::Result<()> {

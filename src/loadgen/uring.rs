@@ -17,30 +17,39 @@ pub struct Uring {
     bufs: Buffers,
     fixed: bool,
     queued: u32,
+    /// Built with R_DISABLED: `start` enables it on the worker thread.
+    disabled: bool,
 }
 
 impl Uring {
     pub fn new(job: &Job, file: File, bufs: Buffers) -> Result<Self> {
-        let mut b = IoUring::builder();
-        if job.sqpoll {
-            // The poller sleeps after 1 s idle; a running job keeps it awake.
-            b.setup_sqpoll(1000);
-        }
-        if job.iopoll {
-            b.setup_iopoll();
-        }
         let entries = job.qd.next_power_of_two().max(2);
-        let ring = b.build(entries).map_err(|e| {
-            let hint = match e.raw_os_error() {
-                Some(libc::EPERM) if job.sqpoll => ": SQPOLL needs root or CAP_SYS_NICE on this kernel",
-                Some(libc::ENOMEM) => ": not enough locked memory for the ring (raise RLIMIT_MEMLOCK or lower --qd)",
-                Some(libc::ENOSYS) | Some(libc::EPERM) => {
-                    ": io_uring is disabled here (see /proc/sys/kernel/io_uring_disabled)"
-                }
-                _ => "",
-            };
-            anyhow!("io_uring_setup({entries}) failed: {e}{hint}")
-        })?;
+        // fio's ring setup (3.33+): completions run only when we ask for them (DEFER_TASKRUN), so
+        // no task-work interrupts land mid-loop. Needs 6.1+; older kernels get a plain ring. The
+        // ring starts disabled because SINGLE_ISSUER binds it to the thread that enables it: the
+        // worker, not the thread that builds it.
+        let lean = !job.sqpoll;
+        let build = |lean: bool| {
+            let mut b = IoUring::builder();
+            if job.sqpoll {
+                // The poller sleeps after 1 s idle; a running job keeps it awake.
+                b.setup_sqpoll(1000);
+            }
+            if job.iopoll {
+                b.setup_iopoll();
+            }
+            if lean {
+                b.setup_coop_taskrun().setup_single_issuer().setup_defer_taskrun().setup_r_disabled();
+            }
+            b.build(entries)
+        };
+        let (ring, disabled) = match build(lean) {
+            Ok(r) => (r, lean),
+            Err(e) if lean && e.raw_os_error() == Some(libc::EINVAL) => {
+                (build(false).map_err(|e| setup_error(job, entries, e))?, false)
+            }
+            Err(e) => return Err(setup_error(job, entries, e)),
+        };
         if job.fixed_bufs {
             let iov: Vec<libc::iovec> = (0..bufs.len() as u32)
                 .map(|i| libc::iovec { iov_base: bufs.addr(i).cast(), iov_len: bufs.bs() })
@@ -50,13 +59,33 @@ impl Uring {
                 .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
         }
         let fd = types::Fd(file.as_raw_fd());
-        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0 })
+        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0, disabled })
     }
 }
 
+fn setup_error(job: &Job, entries: u32, e: io::Error) -> anyhow::Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) if job.sqpoll => ": SQPOLL needs root or CAP_SYS_NICE on this kernel",
+        Some(libc::ENOMEM) => ": not enough locked memory for the ring (raise RLIMIT_MEMLOCK or lower --qd)",
+        Some(libc::ENOSYS) | Some(libc::EPERM) => {
+            ": io_uring is disabled here (see /proc/sys/kernel/io_uring_disabled)"
+        }
+        _ => "",
+    };
+    anyhow!("io_uring_setup({entries}) failed: {e}{hint}")
+}
+
 impl Engine for Uring {
+    fn start(&mut self) -> io::Result<()> {
+        if self.disabled {
+            self.ring.submitter().register_enable_rings()?;
+            self.disabled = false;
+        }
+        Ok(())
+    }
+
     #[inline]
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
         let (ptr, len) = (self.bufs.addr(slot), self.bufs.bs() as u32);
         let sqe = match (op, self.fixed) {
             (Op::Read, false) => opcode::Read::new(self.fd, ptr, len).offset(offset).build(),
@@ -64,10 +93,17 @@ impl Engine for Uring {
             (Op::Read, true) => opcode::ReadFixed::new(self.fd, ptr, len, slot as u16).offset(offset).build(),
             (Op::Write, true) => opcode::WriteFixed::new(self.fd, ptr, len, slot as u16).offset(offset).build(),
         };
-        // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped;
-        // the ring has at least qd entries and at most qd I/Os are queued or in flight.
-        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }.expect("SQ has room for qd entries");
+        // With SQPOLL an entry is freed when the poller consumes it, not at completion: the SQ can
+        // be full while slots are free. Wake the poller and wait for room (IORING_ENTER_SQ_WAIT).
+        while self.ring.submission().is_full() {
+            self.ring.submit()?;
+            self.ring.submitter().squeue_wait()?;
+        }
+        // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped.
+        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         self.queued += 1;
+        Ok(())
     }
 
     fn submit(&mut self) -> io::Result<()> {

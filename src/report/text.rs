@@ -113,7 +113,7 @@ fn uring_flags(r: &Report) -> String {
             f.push_str(name);
         }
     }
-    if j.batch_submit != 0 || j.batch_complete > 1 {
+    if j.batch_submit != 1 || j.batch_complete > 1 {
         f.push_str(&format!(" batch {}/{}", j.batch_submit, j.batch_complete));
     }
     f
