@@ -10,6 +10,9 @@ use io_uring::{opcode, types, IoUring};
 use super::{Buffers, Completion, Engine, Op};
 use crate::job::Job;
 
+/// From <linux/io_uring.h>.
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 pub struct Uring {
     ring: IoUring,
     _file: File,
@@ -107,15 +110,21 @@ impl Engine for Uring {
     }
 
     fn submit(&mut self) -> io::Result<()> {
+        if self.ring.params().is_setup_sqpoll() {
+            // The poller consumes the SQ by itself; submit() only wakes it when it sleeps.
+            self.ring.submit()?;
+            self.queued = 0;
+            return Ok(());
+        }
         while self.queued > 0 {
-            match self.ring.submit() {
+            // GETEVENTS with min_complete 0, as fio commits: on a DEFER_TASKRUN ring this also
+            // posts completions that are waiting, so their slots are refilled sooner.
+            // SAFETY: no argument struct is passed.
+            match unsafe { self.ring.submitter().enter::<libc::sigset_t>(self.queued, 0, IORING_ENTER_GETEVENTS, None) }
+            {
                 Ok(n) => self.queued -= (n as u32).min(self.queued),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e),
-            }
-            if self.ring.params().is_setup_sqpoll() {
-                // The poller consumes the SQ by itself; submit() only woke it.
-                self.queued = 0;
             }
         }
         Ok(())

@@ -32,7 +32,7 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     let j = &r.job;
     let t = &r.target;
     let stop = match j.stop {
-        Stop::Runtime(_) => "for a set time".to_owned(),
+        Stop::Runtime(d) => format!("{}s time-based", d.as_secs_f64()),
         Stop::Ios(n) => format!("for {n} I/Os"),
     };
     writeln!(
