@@ -15,7 +15,9 @@ EXAMPLES:
   iopath run --engine aio --qd 32 --file /mnt/nvme/t.dat --size 8g --runtime 30s
   iopath run --engine uring --rw randrw --mix 70 --bs 16k --qd 64 --jobs 2 --cpus 0-1
   iopath run --engine uring --qd 128 --sqpoll --fixed-bufs --batch-submit 16 --batch-complete 8
-  iopath run --device /dev/nvme0n1 --rw randread --qd 32 --json run.json";
+  iopath run --device /dev/nvme0n1 --rw randread --qd 32 --json run.json
+  iopath trace --engine uring --qd 32            the phase breakdown of the same job
+  iopath trace --engine aio --qd 32 --out runs/aio32";
 
 #[derive(Parser, Debug)]
 #[command(name = "iopath", version, about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
@@ -31,8 +33,26 @@ pub struct Cli {
 pub enum Command {
     /// Run the bundled load generator and report IOPS, latency percentiles, CPU and context switches.
     Run(RunArgs),
+    /// Run the generator under eBPF tracing: where each I/O's time went, phase by phase.
+    Trace(TraceArgs),
     /// Check what this machine can trace: privileges, BTF, tracepoints, attach kinds, devices, IOMMU.
     Doctor(DoctorArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Also write the report as JSON to this file; '-' for stdout.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Write report.json, report.txt and raw.json (the probes' raw data) into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Use raw_tp programs instead of tp_btf.
+    #[arg(long)]
+    pub raw_tp: bool,
 }
 
 #[derive(Args, Debug)]

@@ -37,13 +37,20 @@ pub fn bucket_of(v: u64) -> usize {
 
 /// Lowest value and width of bucket `i`.
 pub fn bucket_range(i: usize) -> (u64, u64) {
-    if i < SUB {
+    bucket_range_with(i, SUB_BITS)
+}
+
+/// The same layout with 2^`sub_bits` buckets per power of two (the BPF side uses 5: see
+/// bpf/hist.bpf.h).
+pub fn bucket_range_with(i: usize, sub_bits: u32) -> (u64, u64) {
+    let sub_n = 1usize << sub_bits;
+    if i < sub_n {
         return (i as u64, 1);
     }
-    let octave = (i >> SUB_BITS) as u32;
-    let sub = (i & (SUB - 1)) as u64;
+    let octave = (i >> sub_bits) as u32;
+    let sub = (i & (sub_n - 1)) as u64;
     let width = 1u64 << (octave - 1);
-    ((SUB as u64 + sub) * width, width)
+    ((sub_n as u64 + sub) * width, width)
 }
 
 impl Hist {

@@ -1,10 +1,13 @@
 //! iopath: a Linux kernel I/O path profiler. The binary is a thin shell over this library.
 
+pub mod aggregate;
 pub mod cli;
 pub mod doctor;
 pub mod hist;
 pub mod job;
 pub mod loadgen;
+pub mod model;
 pub mod probe;
 pub mod report;
 pub mod sysconf;
+pub mod trace;

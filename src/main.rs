@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, DoctorArgs, RunArgs};
+use iopath::cli::{Cli, Command, DoctorArgs, RunArgs, TraceArgs};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     iopath::probe::log::init(cli.verbose);
     let res = match cli.cmd {
         Command::Run(a) => run(a),
+        Command::Trace(a) => trace_cmd(a),
         Command::Doctor(a) => doctor_cmd(a),
     };
     match res {
@@ -27,20 +28,43 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
     let outcome = loadgen::run(&job)?;
     let rep = report::Report::from_run(&job, outcome);
+    emit(&rep, a.json.as_deref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
+    let job = a.job.to_job()?;
+    let (rep, raw) = iopath::trace::run(&job, a.raw_tp)?;
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let write = |name: &str, bytes: Vec<u8>| {
+            std::fs::write(dir.join(name), bytes).with_context(|| format!("writing {}", dir.join(name).display()))
+        };
+        write("report.json", serde_json::to_vec_pretty(&rep)?)?;
+        write("raw.json", serde_json::to_vec(&raw)?)?;
+        let mut txt = Vec::new();
+        report::render_text(&rep, &mut txt)?;
+        write("report.txt", txt)?;
+    }
+    emit(&rep, a.json.as_deref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {
     let stdout = std::io::stdout();
-    match a.json.as_deref() {
+    match json {
         Some(p) if p.as_os_str() == "-" => {
-            serde_json::to_writer_pretty(stdout.lock(), &rep)?;
+            serde_json::to_writer_pretty(stdout.lock(), rep)?;
             writeln!(stdout.lock())?;
         }
         Some(p) => {
             let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
-            serde_json::to_writer_pretty(f, &rep)?;
-            report::render_text(&rep, &mut stdout.lock())?;
+            serde_json::to_writer_pretty(f, rep)?;
+            report::render_text(rep, &mut stdout.lock())?;
         }
-        None => report::render_text(&rep, &mut stdout.lock())?,
+        None => report::render_text(rep, &mut stdout.lock())?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {

@@ -171,6 +171,48 @@ pub fn nvme_poll_queues(roots: &SysRoots) -> Option<u32> {
     read_trim(&roots.sys.join("module/nvme/parameters/poll_queues")).and_then(|v| v.parse().ok())
 }
 
+/// The interrupt vectors of a disk's device: the MSI/MSI-X IRQs of the nearest PCI ancestor of
+/// /sys/block/<disk>/device (or its legacy `irq`). Empty for software devices (loop, zram).
+pub fn device_irqs(roots: &SysRoots, disk: &str) -> Vec<u32> {
+    let Ok(mut dir) = fs::canonicalize(roots.sys.join("block").join(disk).join("device")) else { return Vec::new() };
+    for _ in 0..6 {
+        if let Ok(rd) = fs::read_dir(dir.join("msi_irqs")) {
+            let mut irqs: Vec<u32> =
+                rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+            irqs.sort_unstable();
+            return irqs;
+        }
+        if let Some(irq) = read_trim(&dir.join("irq")).and_then(|v| v.parse::<u32>().ok()).filter(|&i| i > 0) {
+            if dir.join("vendor").exists() {
+                return vec![irq];
+            }
+        }
+        if !dir.pop() {
+            break;
+        }
+    }
+    Vec::new()
+}
+
+/// /proc/interrupts: IRQ number -> (count summed over CPUs, handler name).
+pub fn interrupts(roots: &SysRoots) -> std::collections::HashMap<u32, (u64, String)> {
+    let text = fs::read_to_string(roots.proc.join("interrupts")).unwrap_or_default();
+    let mut lines = text.lines();
+    let ncpu = lines.next().map_or(0, |h| h.split_whitespace().count());
+    let mut out = std::collections::HashMap::new();
+    for l in lines {
+        let mut it = l.split_whitespace();
+        let Some(irq) = it.next().and_then(|f| f.strip_suffix(':')).and_then(|f| f.parse::<u32>().ok()) else {
+            continue;
+        };
+        let fields: Vec<&str> = it.collect();
+        let count = fields.iter().take(ncpu).filter_map(|f| f.parse::<u64>().ok()).sum();
+        let name = fields.last().map_or("", |v| v).to_string();
+        out.insert(irq, (count, name));
+    }
+    out
+}
+
 /// Capability bits from /proc/self/status `CapEff`.
 pub fn effective_caps(roots: &SysRoots) -> u64 {
     fs::read_to_string(roots.proc.join("self/status"))
@@ -209,5 +251,8 @@ mod tests {
         assert_eq!(iommu.config, vec!["CONFIG_IOMMU_DEFAULT_DMA_LAZY=y".to_owned()]);
         assert_eq!(iommu.config_source.as_deref(), Some("/boot/config-6.12.9-amd64"));
         assert_eq!(nvme_poll_queues(&roots), Some(0));
+        let irqs = interrupts(&roots);
+        assert_eq!(irqs.get(&36), Some(&(1_201_234 + 5_678, "virtio1-req.0".to_owned())));
+        assert_eq!(irqs.get(&0).map(|v| v.0), Some(45));
     }
 }

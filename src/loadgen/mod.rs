@@ -55,6 +55,9 @@ pub trait Engine {
     fn submit(&mut self) -> io::Result<()>;
     /// Waits for at least `min` completions and appends all available ones to `out`.
     fn reap(&mut self, min: u32, out: &mut Vec<Completion>) -> io::Result<()>;
+    /// Appends completions that are already visible, without a syscall (io_uring's CQ ring).
+    /// Engines that cannot look without a syscall see nothing.
+    fn peek(&mut self, _out: &mut Vec<Completion>) {}
     fn buffers(&mut self) -> &mut Buffers;
 }
 
@@ -78,6 +81,9 @@ pub struct Stats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub verified: u64,
+    /// The worker threads' own context switches (RUSAGE_THREAD), the tracer's main thread excluded.
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
 }
 
 impl Stats {
@@ -90,6 +96,8 @@ impl Stats {
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
         self.verified += o.verified;
+        self.ctx_voluntary += o.ctx_voluntary;
+        self.ctx_involuntary += o.ctx_involuntary;
     }
     pub fn ios(&self) -> u64 {
         self.reads + self.writes
@@ -107,9 +115,17 @@ pub struct Usage {
 
 impl Usage {
     pub fn now() -> Usage {
+        Self::of(libc::RUSAGE_SELF)
+    }
+
+    pub fn this_thread() -> Usage {
+        Self::of(libc::RUSAGE_THREAD)
+    }
+
+    fn of(who: libc::c_int) -> Usage {
         // SAFETY: getrusage fills the zeroed struct.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        unsafe { libc::getrusage(who, &mut ru) };
         let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
         Usage {
             usr_ns: ns(ru.ru_utime),
@@ -145,6 +161,13 @@ impl Outcome {
 
 /// Prepares the target, builds one engine per thread, runs the job and merges what it measured.
 pub fn run(job: &Job) -> Result<Outcome> {
+    let target = prepare(job)?;
+    run_prepared(job, target)
+}
+
+/// Checks the job and readies its target (creating and laying out files): everything before the
+/// first measured I/O, so a tracer can attach after it.
+pub fn prepare(job: &Job) -> Result<Prepared> {
     job.validate()?;
     let target = target::prepare(job)?;
     for w in &target.warnings {
@@ -153,6 +176,11 @@ pub fn run(job: &Job) -> Result<Outcome> {
     if job.iopoll {
         check_iopoll(&target)?;
     }
+    Ok(target)
+}
+
+/// Runs the job on a prepared target.
+pub fn run_prepared(job: &Job, target: Prepared) -> Result<Outcome> {
     match job.engine {
         EngineKind::Uring => run_with(job, target, |file, bufs| uring::Uring::new(job, file, bufs)),
         EngineKind::Aio => run_with(job, target, |file, bufs| aio::Aio::new(job.qd, file, bufs)),
@@ -327,6 +355,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
     let mut batch_slots: Vec<u32> = Vec::with_capacity(qd);
     let mut issued = 0u64;
     let mut inflight = 0u32;
+    let usage_before = Usage::this_thread();
     let begin = now_ns();
     let deadline = p.runtime.map_or(u64::MAX, |d| begin + d.as_nanos() as u64);
     let mut now = begin;
@@ -363,6 +392,13 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             }
             inflight += batch_slots.len() as u32;
             batch_slots.clear();
+            // The submit call may have posted completions (io_uring runs deferred completions
+            // on GETEVENTS): reap them now, when the kernel handed them over, not a batch later.
+            e.peek(&mut done);
+            if !done.is_empty() {
+                now = t;
+                inflight -= complete(&mut e, &mut p, &mut st, &mut done, &mut free, now, &what, &t_start, &t_submit)?;
+            }
         }
         // Like fio, keep filling while slots are free (batch_submit < qd), and wait only when
         // the queue is full or nothing more is to be issued.
@@ -379,38 +415,56 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
         let min = p.batch_complete.min(inflight);
         e.reap(min, &mut done).map_err(|err| anyhow!("waiting for completions failed: {err}"))?;
         now = now_ns();
-        for c in done.drain(..) {
-            let s = c.slot as usize;
-            let (op, off) = what[s];
-            if c.res != p.bs as i64 {
-                return Err(io_error(op, off, p.bs, c.res));
-            }
-            if p.verify && op == Op::Read {
-                if let Some(at) = pattern::check(e.buffers().slot(c.slot), p.seed, off) {
-                    bail!(
-                        "--verify: data at byte {at} differs from what seed {} writes there (block at {off})",
-                        p.seed
-                    );
-                }
-                st.verified += 1;
-            }
-            st.lat.record(now - t_start[s]);
-            st.clat.record(now - t_submit[s]);
-            match op {
-                Op::Read => {
-                    st.reads += 1;
-                    st.bytes_read += p.bs;
-                }
-                Op::Write => {
-                    st.writes += 1;
-                    st.bytes_written += p.bs;
-                }
-            }
-            free.push(c.slot);
-            inflight -= 1;
-        }
+        inflight -= complete(&mut e, &mut p, &mut st, &mut done, &mut free, now, &what, &t_start, &t_submit)?;
     }
+    let u = Usage::this_thread().since(usage_before);
+    st.ctx_voluntary = u.nvcsw;
+    st.ctx_involuntary = u.nivcsw;
     Ok(st)
+}
+
+/// Accounts for reaped completions at time `now`; returns how many there were.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn complete<E: Engine>(
+    e: &mut E,
+    p: &mut Plan,
+    st: &mut Stats,
+    done: &mut Vec<Completion>,
+    free: &mut Vec<u32>,
+    now: u64,
+    what: &[(Op, u64)],
+    t_start: &[u64],
+    t_submit: &[u64],
+) -> Result<u32> {
+    let n = done.len() as u32;
+    for c in done.drain(..) {
+        let s = c.slot as usize;
+        let (op, off) = what[s];
+        if c.res != p.bs as i64 {
+            return Err(io_error(op, off, p.bs, c.res));
+        }
+        if p.verify && op == Op::Read {
+            if let Some(at) = pattern::check(e.buffers().slot(c.slot), p.seed, off) {
+                bail!("--verify: data at byte {at} differs from what seed {} writes there (block at {off})", p.seed);
+            }
+            st.verified += 1;
+        }
+        st.lat.record(now - t_start[s]);
+        st.clat.record(now - t_submit[s]);
+        match op {
+            Op::Read => {
+                st.reads += 1;
+                st.bytes_read += p.bs;
+            }
+            Op::Write => {
+                st.writes += 1;
+                st.bytes_written += p.bs;
+            }
+        }
+        free.push(c.slot);
+    }
+    Ok(n)
 }
 
 fn io_error(op: Op, off: u64, bs: u64, res: i64) -> anyhow::Error {

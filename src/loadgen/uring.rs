@@ -152,6 +152,10 @@ impl Engine for Uring {
         }
     }
 
+    fn peek(&mut self, out: &mut Vec<Completion>) {
+        out.extend(self.ring.completion().map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
+    }
+
     fn buffers(&mut self) -> &mut Buffers {
         &mut self.bufs
     }

@@ -37,6 +37,22 @@ pub struct Report {
     pub clat_ns: LatSummary,
     pub cpu: Cpu,
     pub ctx_switches: CtxSwitches,
+    /// The phase breakdown and per-I/O counts (`iopath trace` only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::aggregate::TraceSummary>,
+    /// The generator's mean latency minus the sum of the phase means: syscall entry/exit and the
+    /// application's own time, which no kernel phase covers (trace only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside_phases_ns: Option<i64>,
+    /// The worker threads' own counts, kept beside the BPF ones as a cross-check (trace only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ctx_switches_getrusage: Option<CtxSwitches>,
+    /// Names of the target device's interrupt vectors (trace only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub irq_vectors: Vec<String>,
+    /// True when the run was cut short (Ctrl-C, SIGTERM): the numbers cover what finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -66,7 +82,10 @@ pub struct Cpu {
 pub struct CtxSwitches {
     pub voluntary: u64,
     pub involuntary: u64,
+    pub total: u64,
     pub per_io: f64,
+    /// `getrusage` (the worker threads' own counts) or `sched_switch` (counted by BPF).
+    pub source: &'static str,
 }
 
 impl Report {
@@ -104,10 +123,34 @@ impl Report {
                 per_io_ns: per_io((o.usage.usr_ns + o.usage.sys_ns) as f64),
             },
             ctx_switches: CtxSwitches {
-                voluntary: o.usage.nvcsw,
-                involuntary: o.usage.nivcsw,
-                per_io: per_io((o.usage.nvcsw + o.usage.nivcsw) as f64),
+                voluntary: o.stats.ctx_voluntary,
+                involuntary: o.stats.ctx_involuntary,
+                total: o.stats.ctx_voluntary + o.stats.ctx_involuntary,
+                per_io: per_io((o.stats.ctx_voluntary + o.stats.ctx_involuntary) as f64),
+                source: "getrusage",
             },
+            trace: None,
+            ctx_switches_getrusage: None,
+            outside_phases_ns: None,
+            irq_vectors: Vec::new(),
+            partial: false,
         }
+    }
+
+    /// Adds what the probes measured; context switches then come from sched_switch.
+    pub fn with_trace(mut self, t: crate::aggregate::TraceSummary, irq_vectors: Vec<String>) -> Report {
+        let total = t.ctx_voluntary + t.ctx_involuntary;
+        self.ctx_switches_getrusage = Some(self.ctx_switches.clone());
+        self.outside_phases_ns = Some(self.lat_ns.mean as i64 - t.phase_sum_mean_ns as i64);
+        self.ctx_switches = CtxSwitches {
+            voluntary: t.ctx_voluntary,
+            involuntary: t.ctx_involuntary,
+            total,
+            per_io: if self.ios == 0 { 0.0 } else { total as f64 / self.ios as f64 },
+            source: "sched_switch",
+        };
+        self.trace = Some(t);
+        self.irq_vectors = irq_vectors;
+        self
     }
 }

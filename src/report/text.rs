@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 
 use super::Report;
+use crate::aggregate::{PhaseStats, TraceSummary};
 use crate::hist::LatSummary;
 use crate::job::{fmt_bytes, Stop};
 
@@ -99,8 +100,125 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     )?;
     writeln!(
         w,
-        "  ctx sw  voluntary {}  involuntary {}  ({:.3} per I/O)",
-        r.ctx_switches.voluntary, r.ctx_switches.involuntary, r.ctx_switches.per_io
+        "  ctx sw  voluntary {}  involuntary {}  ({:.3} per I/O, {})",
+        r.ctx_switches.voluntary, r.ctx_switches.involuntary, r.ctx_switches.per_io, r.ctx_switches.source
+    )?;
+    if let Some(t) = &r.trace {
+        render_trace(r, t, w)?;
+    }
+    if r.partial {
+        writeln!(w, "  PARTIAL: the run was interrupted; numbers cover the I/Os that finished")?;
+    }
+    Ok(())
+}
+
+fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<()> {
+    let p = &t.phases;
+    let sum = t.phase_sum_mean_ns.max(1) as f64;
+    writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
+    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| {
+        let pct = if share { format!("{:>6.1}%", s.mean_ns as f64 / sum * 100.0) } else { String::new() };
+        writeln!(
+            w,
+            "    {name:<16}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9} {pct}",
+            us(s.mean_ns),
+            us(s.p50_ns),
+            us(s.p90_ns),
+            us(s.p99_ns),
+            us(s.p999_ns),
+            us(s.max_ns)
+        )
+    };
+    row(w, "submission", &p.submission, true)?;
+    row(w, "block layer", &p.block, true)?;
+    row(w, "device", &p.device, true)?;
+    if let (Some(d), Some(n)) = (&p.nvme_driver, &p.nvme_device) {
+        row(w, "  nvme driver", d, false)?;
+        row(w, "  nvme device", n, false)?;
+    }
+    row(w, "completion", &p.completion, true)?;
+    match &p.completion_posted {
+        Some(posted) => row(w, "  posted", posted, false)?,
+        None => writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (aio posts inside the device completion)")?,
+    }
+    row(w, "  waiting (reap)", &p.completion_reap, false)?;
+    let gen = r.lat_ns.mean.max(1) as f64;
+    writeln!(
+        w,
+        "    {:<16}{:>9}   = {:.1}% of the generator's own mean latency ({} us)",
+        "sum of means",
+        us(t.phase_sum_mean_ns),
+        t.phase_sum_mean_ns as f64 / gen * 100.0,
+        us(r.lat_ns.mean)
+    )?;
+    if let Some(out) = r.outside_phases_ns {
+        writeln!(
+            w,
+            "    {:<16}{:>9}   in the application and syscall entry/exit, of which preempted (runnable, not running) {}",
+            "outside phases",
+            if out >= 0 { us(out as u64) } else { format!("-{}", us(out.unsigned_abs())) },
+            us(t.preempted_ns.per_io.round() as u64)
+        )?;
+    }
+    let l = &t.lost_events;
+    writeln!(
+        w,
+        "  correlated {:.2}% of {} I/Os; lost/uncertain events {} (untagged {}, missing completions {}, never reaped {}, unmatched reaps {}, dropped {}, recursion misses {})",
+        t.correlated_fraction * 100.0,
+        r.ios,
+        l.total,
+        l.untagged_bios,
+        l.missing_completions,
+        l.never_reaped,
+        l.reaped_unmatched,
+        l.dropped,
+        l.recursion_misses
+    )?;
+    let vectors = if r.irq_vectors.is_empty() {
+        "no device vectors: software device".to_owned()
+    } else {
+        r.irq_vectors.join(",")
+    };
+    writeln!(w, "\n  per I/O            total     per I/O")?;
+    for (name, v) in [
+        (format!("IRQs ({vectors})"), &t.irq),
+        ("BLOCK softirqs".to_owned(), &t.softirq_block),
+        ("iommu map".to_owned(), &t.iommu_map),
+        ("iommu unmap".to_owned(), &t.iommu_unmap),
+        ("dma map".to_owned(), &t.dma_map),
+        ("dma unmap".to_owned(), &t.dma_unmap),
+    ] {
+        writeln!(w, "    {:<40}{:>10}{:>10.3}", name, v.total, v.per_io)?;
+    }
+    writeln!(
+        w,
+        "    {:<40}{:>10}{:>10.3}",
+        "context switches (traced threads)", r.ctx_switches.total, r.ctx_switches.per_io
+    )?;
+    writeln!(
+        w,
+        "    {:<40}{:>10}{:>10}",
+        "BLOCK softirq time (us)",
+        us(t.softirq_block_ns.total),
+        us(t.softirq_block_ns.per_io.round() as u64)
+    )?;
+    if !t.hw_queues.is_empty() {
+        let q: Vec<String> = t.hw_queues.iter().map(|(q, n)| format!("q{q}: {n}")).collect();
+        writeln!(w, "  hardware queues  {}", q.join("  "))?;
+    }
+    let mut kinds: Vec<String> = Vec::new();
+    for p in t.probes.iter().filter(|p| p.attached) {
+        if !kinds.contains(&p.via) {
+            kinds.push(p.via.clone());
+        }
+    }
+    let absent: Vec<&str> = t.probes.iter().filter(|p| !p.attached).map(|p| p.name.as_str()).collect();
+    writeln!(
+        w,
+        "  probes  {} attached via {}{}",
+        t.probes.iter().filter(|p| p.attached).count(),
+        kinds.join("/"),
+        if absent.is_empty() { String::new() } else { format!("; not present: {}", absent.join(", ")) }
     )?;
     Ok(())
 }

@@ -59,6 +59,18 @@ pub struct LoopDev(pub String);
 impl LoopDev {
     pub fn new(backing: &Path, size_mb: u64, sector: u32) -> LoopDev {
         sh("truncate", &["-s", &format!("{size_mb}M"), backing.to_str().unwrap()]);
+        Self::attach(backing, sector)
+    }
+
+    /// Over a fully written backing file: reads reach the disk under it, as with a real device.
+    pub fn written(backing: &Path, size_mb: u64) -> LoopDev {
+        let out = iopath(&["run", "--file", backing.to_str().unwrap(), "--size", &format!("{size_mb}m"), "--ios", "1"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let dev = sh("losetup", &["-f", "--show", "--direct-io=on", backing.to_str().unwrap()]);
+        LoopDev(dev)
+    }
+
+    fn attach(backing: &Path, sector: u32) -> LoopDev {
         let dev = sh("losetup", &["-f", "--show", "--sector-size", &sector.to_string(), backing.to_str().unwrap()]);
         LoopDev(dev)
     }

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every kernel-version difference iopath's BPF side depends on, in one place. Each entry says
+ * what changed and where; userspace (src/probe/features.rs) picks tracepoint variants by name
+ * and sets the targ_* flags below from the running kernel's BTF before load.
+ *
+ * 1. io_uring's submit tracepoint was renamed io_uring_submit_sqe -> io_uring_submit_req in 6.4
+ *    ("io_uring: rename trace_io_uring_submit_sqe() tracepoint", Breno Leitao). Since 6.0 both
+ *    take the io_kiocb as their first argument; phases.bpf.c has one program per name and
+ *    userspace autoloads the one this kernel has.
+ * 2. io_uring_complete's prototype changed in 6.0 (extra1/extra2 for CQE32) and again in 6.3/6.4
+ *    (ctx, req, cqe). The io_kiocb stays the second argument throughout: only that is read.
+ * 3. Block tracepoints lost their request_queue argument in 5.11 (Christoph Hellwig's "block:
+ *    remove the request_queue argument to the block_* tracepoints" series). Kernels before
+ *    5.11 are not supported by the tp_btf programs; raw_tp would need the shifted index.
+ * 4. dma_map_page/dma_unmap_page became dma_map_phys/dma_unmap_phys in 6.17 ("dma-mapping:
+ *    convert dma_direct_*map_page to be phys_addr_t based", Leon Romanovsky). Counted by name.
+ * 5. sched_switch gained prev_state as its fourth argument in 5.18 (fa2c3254d7cf, "sched/tracing:
+ *    Don't re-read p->state when emitting sched_switch event"). iopath reads only `preempt` and
+ *    `prev`, the first two arguments in every version.
+ * 6. io_kiocb's user_data moved into req->cqe.user_data in 5.19 ("io_uring: add struct
+ *    io_cqe ..."); read through a shadow struct below.
+ */
+#ifndef IOPATH_CORE_FIXES_BPF_H
+#define IOPATH_CORE_FIXES_BPF_H
+
+#include <bpf/bpf_core_read.h>
+
+struct io_kiocb___old {
+	__u64 user_data;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 io_req_user_data(struct io_kiocb *req)
+{
+	if (bpf_core_field_exists(req->cqe))
+		return BPF_CORE_READ(req, cqe.user_data);
+	return BPF_CORE_READ((struct io_kiocb___old *)req, user_data);
+}
+
+#endif /* IOPATH_CORE_FIXES_BPF_H */

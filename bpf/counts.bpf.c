@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * What an I/O costs around it: interrupts on the target device's vectors, BLOCK softirq time,
+ * IOMMU and DMA map/unmap events. (Context switches live in phases.bpf.c: they need its per-task
+ * state.) Plain per-CPU counters;
+ * userspace divides by the I/O count.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "phases.h"
+
+#define BLOCK_SOFTIRQ 4
+#define MAX_IRQ 4096
+
+volatile __u32 enabled = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* IRQ numbers of the target device (userspace fills it from sysfs msi_irqs / /proc/interrupts). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_IRQ);
+	__type(key, __u32);
+	__type(value, __u8);
+} irq_filter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} softirq_start SEC(".maps");
+
+static __always_inline void count(enum counter c, __u64 n)
+{
+	__u32 k = c;
+	__u64 *v = bpf_map_lookup_elem(&counters, &k);
+
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+static __always_inline int on_irq(int irq)
+{
+	__u32 k = irq;
+	__u8 *want;
+
+	if (!enabled || k >= MAX_IRQ)
+		return 0;
+	want = bpf_map_lookup_elem(&irq_filter, &k);
+	if (want && *want)
+		count(C_IRQ, 1);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_entry, int irq)
+{
+	return on_irq(irq);
+}
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(irq_entry_raw, int irq)
+{
+	return on_irq(irq);
+}
+
+static __always_inline int on_softirq(unsigned int vec, bool entry)
+{
+	__u32 zero = 0;
+	__u64 *start;
+
+	if (!enabled || vec != BLOCK_SOFTIRQ)
+		return 0;
+	start = bpf_map_lookup_elem(&softirq_start, &zero);
+	if (!start)
+		return 0;
+	if (entry) {
+		*start = bpf_ktime_get_ns();
+		count(C_SOFTIRQ_BLOCK, 1);
+	} else if (*start) {
+		count(C_SOFTIRQ_BLOCK_NS, bpf_ktime_get_ns() - *start);
+		*start = 0;
+	}
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_entry, unsigned int vec)
+{
+	return on_softirq(vec, true);
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_exit, unsigned int vec)
+{
+	return on_softirq(vec, false);
+}
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(softirq_entry_raw, unsigned int vec)
+{
+	return on_softirq(vec, true);
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(softirq_exit_raw, unsigned int vec)
+{
+	return on_softirq(vec, false);
+}
+
+/* IOMMU and DMA mappings: counted system-wide while enabled (the device's DMA is what maps). */
+SEC("tracepoint/iommu/map")
+int iommu_map(void *ctx)
+{
+	if (enabled)
+		count(C_IOMMU_MAP, 1);
+	return 0;
+}
+
+SEC("tracepoint/iommu/unmap")
+int iommu_unmap(void *ctx)
+{
+	if (enabled)
+		count(C_IOMMU_UNMAP, 1);
+	return 0;
+}
+
+/* Attached by userspace to dma:dma_map_phys or dma:dma_map_page, whichever exists. */
+SEC("tracepoint")
+int dma_map(void *ctx)
+{
+	if (enabled)
+		count(C_DMA_MAP, 1);
+	return 0;
+}
+
+SEC("tracepoint")
+int dma_unmap(void *ctx)
+{
+	if (enabled)
+		count(C_DMA_UNMAP, 1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

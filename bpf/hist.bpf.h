@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The in-kernel log-linear histogram, one definition for every probe. Values below HIST_SUB are
+ * exact; above, each power of two is split into HIST_SUB equal buckets, so a bucket's midpoint is
+ * within 1/(2*HIST_SUB) = 1.6% of any value in it. src/hist.rs decodes the same layout.
+ */
+#ifndef IOPATH_HIST_BPF_H
+#define IOPATH_HIST_BPF_H
+
+#include "phases.h"
+
+static __always_inline __u64 log2_u64(__u64 v)
+{
+	__u64 r = 0, s;
+
+	s = (v > 0xFFFFFFFFULL) << 5;
+	v >>= s;
+	r |= s;
+	s = (v > 0xFFFF) << 4;
+	v >>= s;
+	r |= s;
+	s = (v > 0xFF) << 3;
+	v >>= s;
+	r |= s;
+	s = (v > 0xF) << 2;
+	v >>= s;
+	r |= s;
+	s = (v > 0x3) << 1;
+	v >>= s;
+	r |= s;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u64 hist_slot(__u64 v)
+{
+	__u64 msb, sub;
+
+	if (v < HIST_SUB)
+		return v;
+	msb = log2_u64(v);
+	if (msb > HIST_MAX_MSB)
+		return HIST_SLOTS - 1;
+	sub = (v >> (msb - HIST_SUB_BITS)) & (HIST_SUB - 1);
+	return ((msb - HIST_SUB_BITS + 1) << HIST_SUB_BITS) + sub;
+}
+
+/* Per-CPU histograms still take atomic adds: a softirq program can interrupt a task-context one
+ * on the same CPU, and an uncontended atomic costs next to nothing. */
+static __always_inline void hist_add(struct hist *h, __u64 v)
+{
+	__u64 slot = hist_slot(v);
+
+	/* Keep the bound check and the access on one register, or the verifier loses the bound. */
+	barrier_var(slot);
+	if (slot >= HIST_SLOTS)
+		slot = HIST_SLOTS - 1;
+	barrier_var(slot);
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum, v);
+	if (v > h->max)
+		h->max = v;
+}
+
+#endif /* IOPATH_HIST_BPF_H */

@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Per-I/O phases: submission (syscall entry -> bio queued), block layer (bio queued -> request
+ * issued), device (issued -> completed), completion (completed -> posted -> reaped).
+ *
+ * State lives where it is cheapest: the submitting task's own storage (syscall entry time, the
+ * io_uring request being issued, completions waiting to be reaped) and two hash maps for what
+ * crosses contexts (bio -> timestamps while in the block layer; completed I/O -> completion time
+ * until io_uring posts it or io_getevents returns it). Every entry point is a thin wrapper over
+ * one handler so tp_btf and raw_tp variants share the logic; userspace picks which to load.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "phases.h"
+#include "hist.bpf.h"
+#include "core_fixes.bpf.h"
+
+/* Process to trace; 0 = every process. */
+const volatile __u32 targ_tgid = 0;
+/* A thread of that process not to count (the tracer's own, when it runs the generator). */
+const volatile __u32 targ_exclude_tid = 0;
+/* bi_end_io of the direct-I/O paths whose bio leads back to the kiocb (from /proc/kallsyms). */
+const volatile __u64 targ_iomap_end_io = 0;
+const volatile __u64 targ_blkdev_end_io = 0;
+const volatile __u64 targ_blkdev_end_io_async = 0;
+
+/* Set by userspace once every link is attached, so attach order cannot skew counts. */
+volatile __u32 enabled = 0;
+
+struct task_ctx {
+	__u64 enter_ts;
+	__u64 cur_req;
+	__u64 aio_events;
+	__u32 mode;
+	__u32 in_submit;
+	__u32 nposted;
+	__u32 in_sys;	  /* inside a traced submit/reap syscall */
+	__u64 preempt_ts; /* preempted outside a syscall at this time */
+	__u64 posted_ts[REAP_MAX];
+	__u64 complete_ts[REAP_MAX];
+	__u64 submit_ts[REAP_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct done_key);
+	__type(value, struct done);
+} done SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_PHASES);
+	__type(key, __u32);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Requests per hardware queue id (NVMe: poll vs irq queues). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u64);
+} hw_queues SEC(".maps");
+
+/* Makes the skeleton emit these types for the Rust side. */
+struct hist _hist = {};
+struct inflight _inflight = {};
+
+static __always_inline void count(enum counter c, __u64 n)
+{
+	__u32 k = c;
+	__u64 *v = bpf_map_lookup_elem(&counters, &k);
+
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+static __always_inline void record(enum phase p, __u64 v)
+{
+	__u32 k = p;
+	struct hist *h = bpf_map_lookup_elem(&hists, &k);
+
+	if (h)
+		hist_add(h, v);
+}
+
+static __always_inline bool traced(__u32 tgid)
+{
+	return enabled && (!targ_tgid || tgid == targ_tgid);
+}
+
+static __always_inline struct task_ctx *task_ctx(bool create)
+{
+	return bpf_task_storage_get(&task_ctxs, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* ---- syscalls: where the application submits and reaps ---- */
+
+static __always_inline int on_submit_enter(__u32 mode, __u64 aio_events)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct task_ctx *t;
+
+	if (!traced(tgid))
+		return 0;
+	t = task_ctx(true);
+	if (!t)
+		return 0;
+	t->enter_ts = bpf_ktime_get_ns();
+	t->mode = mode;
+	t->in_submit = 1;
+	t->in_sys = 1;
+	t->cur_req = 0;
+	t->aio_events = aio_events;
+	count(C_SYSCALLS, 1);
+	return 0;
+}
+
+struct reap_ctx {
+	struct task_ctx *t;
+	__u64 now;
+};
+
+static long reap_one(__u64 i, struct reap_ctx *c)
+{
+	struct task_ctx *t = c->t;
+
+	if (i >= REAP_MAX)
+		return 1;
+	record(PH_REAP, c->now - t->posted_ts[i]);
+	record(PH_COMPLETION, c->now - t->complete_ts[i]);
+	record(PH_TOTAL, c->now - t->submit_ts[i]);
+	return 0;
+}
+
+/* Completions posted to this task since its last reap are reaped now. bpf_loop keeps the
+ * verifier's work independent of REAP_MAX. */
+static __always_inline void reap_posted(struct task_ctx *t, __u64 now)
+{
+	struct reap_ctx c = {.t = t, .now = now};
+	__u32 n = t->nposted;
+
+	if (n > REAP_MAX)
+		n = REAP_MAX;
+	if (n)
+		bpf_loop(n, reap_one, &c, 0);
+	count(C_REAPED, n);
+	t->nposted = 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_io_uring_enter")
+int uring_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	return on_submit_enter(MODE_URING, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_uring_enter")
+int uring_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	struct task_ctx *t;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (!t)
+		return 0;
+	t->in_submit = 0;
+	t->in_sys = 0;
+	reap_posted(t, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_io_submit")
+int aio_submit_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	return on_submit_enter(MODE_AIO, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_submit")
+int aio_submit_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	struct task_ctx *t;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t) {
+		t->in_submit = 0;
+		t->in_sys = 0;
+	}
+	return 0;
+}
+
+static __always_inline int on_getevents_enter(__u64 events)
+{
+	struct task_ctx *t;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(true);
+	if (t) {
+		t->aio_events = events;
+		t->in_sys = 1;
+	}
+	return 0;
+}
+
+struct aio_reap_ctx {
+	struct io_event *events;
+	__u64 now;
+	__u64 matched;
+	__u32 tgid;
+};
+
+static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
+{
+	struct done_key key = {.tgid = c->tgid};
+	struct done *d;
+
+	if (bpf_probe_read_user(&key.tag, sizeof(key.tag), &c->events[i].obj))
+		return 1;
+	d = bpf_map_lookup_elem(&done, &key);
+	if (!d) {
+		count(C_REAP_UNMATCHED, 1);
+		return 0;
+	}
+	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
+	 * device completion path and has no tracepoint of its own. */
+	record(PH_REAP, c->now - d->complete_ts);
+	record(PH_COMPLETION, c->now - d->complete_ts);
+	record(PH_TOTAL, c->now - d->submit_ts);
+	bpf_map_delete_elem(&done, &key);
+	c->matched++;
+	return 0;
+}
+
+/* io_getevents returned `ret` events in the user array: each one is reaped now. */
+static __always_inline int on_getevents_exit(long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct aio_reap_ctx c = {.tgid = tgid};
+	struct task_ctx *t;
+
+	if (!traced(tgid))
+		return 0;
+	t = task_ctx(false);
+	if (t)
+		t->in_sys = 0;
+	if (!t || !t->aio_events || ret <= 0)
+		return 0;
+	c.events = (struct io_event *)t->aio_events;
+	c.now = bpf_ktime_get_ns();
+	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
+	count(C_REAPED, c.matched);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_io_getevents")
+int aio_getevents_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	return on_getevents_enter(ctx->args[3]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_getevents")
+int aio_getevents_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_getevents_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_io_pgetevents")
+int aio_pgetevents_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	return on_getevents_enter(ctx->args[3]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_pgetevents")
+int aio_pgetevents_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_getevents_exit(ctx->ret);
+}
+
+/* ---- io_uring ---- */
+
+static __always_inline int on_submit_req(struct io_kiocb *req)
+{
+	struct task_ctx *t;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t)
+		t->cur_req = (__u64)req;
+	return 0;
+}
+
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(submit_req, struct io_kiocb *req)
+{
+	return on_submit_req(req);
+}
+
+SEC("tp_btf/io_uring_submit_sqe")
+int BPF_PROG(submit_sqe, struct io_kiocb *req)
+{
+	return on_submit_req(req);
+}
+
+SEC("raw_tp/io_uring_submit_req")
+int BPF_PROG(submit_req_raw, struct io_kiocb *req)
+{
+	return on_submit_req(req);
+}
+
+static __always_inline int on_uring_complete(void *req)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct done_key key = {.tag = (__u64)req, .tgid = tgid};
+	struct task_ctx *t;
+	struct done *d;
+	__u64 now;
+	__u32 n;
+
+	if (!traced(tgid))
+		return 0;
+	d = bpf_map_lookup_elem(&done, &key);
+	if (!d)
+		return 0;
+	now = bpf_ktime_get_ns();
+	record(PH_POSTED, now - d->complete_ts);
+	count(C_POSTED, 1);
+	t = task_ctx(true);
+	if (t) {
+		n = t->nposted;
+		if (n < REAP_MAX) {
+			t->posted_ts[n] = now;
+			t->complete_ts[n] = d->complete_ts;
+			t->submit_ts[n] = d->submit_ts;
+			t->nposted = n + 1;
+		} else {
+			count(C_REAP_OVERFLOW, 1);
+		}
+	}
+	bpf_map_delete_elem(&done, &key);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(uring_complete, void *ctx_, void *req)
+{
+	return on_uring_complete(req);
+}
+
+SEC("raw_tp/io_uring_complete")
+int BPF_PROG(uring_complete_raw, void *ctx_, void *req)
+{
+	return on_uring_complete(req);
+}
+
+/* ---- block layer ---- */
+
+/* The user iocb of an aio direct I/O, found from its bio: the bio's end_io says which dio struct
+ * holds the kiocb, and the kiocb sits at offset 0 of the aio_kiocb. */
+static __always_inline __u64 aio_user_iocb(struct bio *bio)
+{
+	__u64 end_io = (__u64)BPF_CORE_READ(bio, bi_end_io);
+	struct kiocb *iocb = NULL;
+
+	if (!end_io)
+		return 0;
+	if (end_io == targ_iomap_end_io) {
+		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
+
+		iocb = BPF_CORE_READ(dio, iocb);
+	} else if (end_io == targ_blkdev_end_io_async) {
+		struct blkdev_dio *dio =
+		    (void *)((char *)bio - bpf_core_field_offset(struct blkdev_dio, bio));
+
+		iocb = BPF_CORE_READ(dio, iocb);
+	} else if (end_io == targ_blkdev_end_io) {
+		struct blkdev_dio *dio = BPF_CORE_READ(bio, bi_private);
+
+		iocb = BPF_CORE_READ(dio, iocb);
+	}
+	if (!iocb)
+		return 0;
+	return BPF_CORE_READ((struct aio_kiocb *)iocb, ki_res.obj);
+}
+
+static __always_inline int on_bio_queue(struct bio *bio)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct inflight v = {};
+	struct task_ctx *t;
+	__u64 key = (__u64)bio;
+
+	if (!traced(tgid))
+		return 0;
+	t = task_ctx(false);
+	if (!t || !t->in_submit)
+		return 0;
+	count(C_BIOS, 1);
+	v.mode = t->mode;
+	v.tgid = tgid;
+	v.submit_ts = t->enter_ts;
+	v.queue_ts = bpf_ktime_get_ns();
+	v.tag = t->mode == MODE_URING ? t->cur_req : aio_user_iocb(bio);
+	if (!v.tag)
+		count(C_BIOS_UNTAGGED, 1);
+	if (bpf_map_update_elem(&inflight, &key, &v, BPF_ANY))
+		count(C_INFLIGHT_FULL, 1);
+	return 0;
+}
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(bio_queue, struct bio *bio)
+{
+	return on_bio_queue(bio);
+}
+
+SEC("raw_tp/block_bio_queue")
+int BPF_PROG(bio_queue_raw, struct bio *bio)
+{
+	return on_bio_queue(bio);
+}
+
+static __always_inline int on_rq_issue(struct request *rq)
+{
+	struct bio *bio;
+	struct inflight *e;
+	__u64 now, key;
+	bool any = false;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bio = BPF_CORE_READ(rq, bio);
+	for (int i = 0; i < MAX_BIOS_PER_RQ && bio; i++) {
+		key = (__u64)bio;
+		e = bpf_map_lookup_elem(&inflight, &key);
+		if (e) {
+			e->issue_ts = now;
+			any = true;
+		}
+		bio = BPF_CORE_READ(bio, bi_next);
+	}
+	if (any) {
+		__u32 q = BPF_CORE_READ(rq, mq_hctx, queue_num) & 0xff;
+		__u64 *c = bpf_map_lookup_elem(&hw_queues, &q);
+
+		if (c)
+			__sync_fetch_and_add(c, 1);
+	} else {
+		count(C_ISSUE_UNTRACKED, 1);
+	}
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(rq_issue, struct request *rq)
+{
+	return on_rq_issue(rq);
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(rq_issue_raw, struct request *rq)
+{
+	return on_rq_issue(rq);
+}
+
+struct complete_ctx {
+	struct bio *bio;
+	__u64 now;
+};
+
+/* One bio of a completing request (merged I/O brings several). */
+static long complete_bio(__u64 i, struct complete_ctx *c)
+{
+	struct done_key dk = {};
+	struct done dv = {};
+	struct inflight *e;
+	struct bio *bio = c->bio;
+	__u64 key = (__u64)bio, now = c->now;
+
+	if (!bio)
+		return 1;
+	c->bio = BPF_CORE_READ(bio, bi_next);
+	e = bpf_map_lookup_elem(&inflight, &key);
+	if (!e)
+		return 0;
+	count(C_BIOS_COMPLETED, 1);
+	record(PH_SUBMISSION, e->queue_ts - e->submit_ts);
+	if (e->issue_ts) {
+		record(PH_BLOCK, e->issue_ts - e->queue_ts);
+		record(PH_DEVICE, now - e->issue_ts);
+		if (e->nvme_ts) {
+			record(PH_DRIVER, e->nvme_ts - e->issue_ts);
+			record(PH_NVME, now - e->nvme_ts);
+		}
+	}
+	if (e->tag) {
+		dk.tag = e->tag;
+		dk.tgid = e->tgid;
+		dv.submit_ts = e->submit_ts;
+		dv.complete_ts = now;
+		if (bpf_map_update_elem(&done, &dk, &dv, BPF_ANY))
+			count(C_DONE_FULL, 1);
+	}
+	bpf_map_delete_elem(&inflight, &key);
+	return 0;
+}
+
+static __always_inline int on_rq_complete(struct request *rq)
+{
+	struct complete_ctx c;
+
+	if (!enabled)
+		return 0;
+	c.now = bpf_ktime_get_ns();
+	c.bio = BPF_CORE_READ(rq, bio);
+	if (c.bio)
+		bpf_loop(MAX_BIOS_PER_RQ, complete_bio, &c, 0);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(rq_complete, struct request *rq)
+{
+	return on_rq_complete(rq);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(rq_complete_raw, struct request *rq)
+{
+	return on_rq_complete(rq);
+}
+
+/* ---- scheduler: context switches, and time the application was runnable but not running ---- */
+
+static __always_inline bool traced_thread(struct task_struct *p)
+{
+	return enabled && targ_tgid && BPF_CORE_READ(p, tgid) == targ_tgid &&
+	       BPF_CORE_READ(p, pid) != targ_exclude_tid;
+}
+
+/*
+ * A thread preempted outside a traced syscall - typically right after one returns, on its way
+ * back to user space, after the exit tracepoint stamped the reap - is runnable but not running:
+ * time the application waits that no kernel I/O phase covers. Measured from the switch-out to
+ * the switch-in. Needs BTF task pointers (task storage of another task), so tp_btf only.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct task_ctx *t;
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (traced_thread(prev)) {
+		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
+		if (preempt) {
+			t = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
+			if (t && !t->in_sys)
+				t->preempt_ts = now;
+		}
+	}
+	if (traced_thread(next)) {
+		t = bpf_task_storage_get(&task_ctxs, next, 0, 0);
+		if (t && t->preempt_ts) {
+			count(C_PREEMPTED, 1);
+			count(C_PREEMPTED_NS, now - t->preempt_ts);
+			t->preempt_ts = 0;
+		}
+	}
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
+{
+	if (traced_thread(prev))
+		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
+	return 0;
+}
+
+/* ---- NVMe (module tracepoint; loaded only where the driver is) ---- */
+
+SEC("tp_btf/nvme_setup_cmd")
+int BPF_PROG(nvme_setup_cmd, struct request *rq)
+{
+	struct inflight *e;
+	__u64 key;
+
+	if (!enabled)
+		return 0;
+	key = (__u64)BPF_CORE_READ(rq, bio);
+	e = bpf_map_lookup_elem(&inflight, &key);
+	if (e) {
+		e->nvme_ts = bpf_ktime_get_ns();
+		count(C_NVME_SETUP, 1);
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Shared by phases.bpf.c, counts.bpf.c and the Rust side (through the skeletons' types). */
+#ifndef IOPATH_PHASES_H
+#define IOPATH_PHASES_H
+
+/* Histogram layout: see hist.bpf.h. */
+#define HIST_SUB_BITS 5
+#define HIST_SUB (1 << HIST_SUB_BITS)
+#define HIST_MAX_MSB 40
+#define HIST_SLOTS ((HIST_MAX_MSB - HIST_SUB_BITS + 2) * HIST_SUB)
+
+/* Completions one task can have posted and not yet reaped (per syscall exit). */
+#define REAP_MAX 256
+/* Bios of one request walked at completion (merged sequential I/O). */
+#define MAX_BIOS_PER_RQ 32
+/* Events read back from io_getevents' user array per call. */
+#define MAX_AIO_EVENTS 256
+
+enum phase {
+	PH_SUBMISSION = 0, /* syscall entry -> block_bio_queue */
+	PH_BLOCK = 1,	   /* block_bio_queue -> block_rq_issue */
+	PH_DEVICE = 2,	   /* block_rq_issue -> block_rq_complete */
+	PH_POSTED = 3,	   /* block_rq_complete -> completion posted (io_uring_complete) */
+	PH_REAP = 4,	   /* posted -> reaped (syscall exit) */
+	PH_COMPLETION = 5, /* block_rq_complete -> reaped */
+	PH_TOTAL = 6,	   /* syscall entry -> reaped */
+	PH_DRIVER = 7,	   /* block_rq_issue -> nvme_setup_cmd (NVMe only) */
+	PH_NVME = 8,	   /* nvme_setup_cmd -> nvme_complete_rq (NVMe only) */
+	NR_PHASES = 9,
+};
+
+enum counter {
+	C_BIOS = 0,	    /* bios queued inside a traced submit syscall */
+	C_BIOS_UNTAGGED,    /* ... whose application I/O could not be identified */
+	C_BIOS_COMPLETED,   /* tracked bios seen at block_rq_complete */
+	C_ISSUE_UNTRACKED,  /* rq_issue of a request with no tracked bio (other I/O) */
+	C_POSTED,	    /* io_uring completions matched to a tracked I/O */
+	C_REAPED,	    /* completions matched at reap */
+	C_REAP_UNMATCHED,   /* reaped events with no tracked completion */
+	C_REAP_OVERFLOW,    /* posted completions beyond REAP_MAX before a reap */
+	C_INFLIGHT_FULL,    /* in-flight map full: I/O not tracked */
+	C_DONE_FULL,	    /* completed map full */
+	C_NVME_SETUP,	    /* nvme_setup_cmd seen for a tracked request */
+	C_IRQ,		    /* interrupts on the target device's vectors */
+	C_SOFTIRQ_BLOCK,    /* BLOCK softirq runs */
+	C_SOFTIRQ_BLOCK_NS, /* time in BLOCK softirq */
+	C_CTX_VOLUNTARY,    /* traced threads switched out while blocking */
+	C_CTX_INVOLUNTARY,  /* traced threads preempted */
+	C_IOMMU_MAP,	    /* iommu:map events */
+	C_IOMMU_UNMAP,	    /* iommu:unmap events */
+	C_DMA_MAP,	    /* dma map events (dma_map_phys / dma_map_page) */
+	C_DMA_UNMAP,	    /* dma unmap events */
+	C_SYSCALLS,	    /* traced submit/reap syscalls */
+	C_PREEMPTED,	    /* traced threads preempted outside a traced syscall */
+	C_PREEMPTED_NS,	    /* ... and the time until they ran again */
+	NR_COUNTERS,
+};
+
+/* How the application submitted. */
+enum submit_mode {
+	MODE_NONE = 0,
+	MODE_URING = 1,
+	MODE_AIO = 2,
+};
+
+struct hist {
+	__u64 slots[HIST_SLOTS];
+	__u64 count;
+	__u64 sum;
+	__u64 max;
+};
+
+/* One tracked bio, from block_bio_queue to block_rq_complete. */
+struct inflight {
+	__u64 tag; /* io_kiocb (io_uring) or user iocb pointer (aio) */
+	__u64 submit_ts;
+	__u64 queue_ts;
+	__u64 issue_ts;
+	__u64 nvme_ts;
+	__u32 tgid;
+	__u32 mode;
+};
+
+/* A completed I/O waiting to be posted/reaped. */
+struct done_key {
+	__u64 tag;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct done {
+	__u64 submit_ts;
+	__u64 complete_ts;
+};
+
+#endif /* IOPATH_PHASES_H */

@@ -1,0 +1,160 @@
+//! Raw probe data -> the trace part of a report. Pure: recorded `RawTrace`s in tests/data feed it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Counter, Phase, RawTrace};
+
+/// One phase, as the report prints it (nanoseconds).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Syscall entry -> bio queued.
+    pub submission: PhaseStats,
+    /// Bio queued -> request issued to the driver.
+    pub block: PhaseStats,
+    /// Issued -> completed by the device.
+    pub device: PhaseStats,
+    /// Completed -> reaped by the application (posted + waiting).
+    pub completion: PhaseStats,
+    /// Completed -> posted (io_uring_complete); absent for aio, which posts inside the device
+    /// completion.
+    pub completion_posted: Option<PhaseStats>,
+    /// Posted -> reaped.
+    pub completion_reap: PhaseStats,
+    /// Syscall entry -> reaped, per I/O.
+    pub total: PhaseStats,
+    /// NVMe only: issued -> nvme_setup_cmd (driver), nvme_setup_cmd -> completed (device).
+    pub nvme_driver: Option<PhaseStats>,
+    pub nvme_device: Option<PhaseStats>,
+}
+
+/// Everything that could make a number wrong, and by how much.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lost {
+    /// Bios queued by a traced submit whose application I/O could not be identified.
+    pub untagged_bios: u64,
+    /// Tracked bios never seen completing (a missed block_rq_complete).
+    pub missing_completions: u64,
+    /// Completed I/Os never seen posted or reaped.
+    pub never_reaped: u64,
+    /// Reaped events without a tracked completion.
+    pub reaped_unmatched: u64,
+    /// Map or buffer full: I/O not tracked.
+    pub dropped: u64,
+    /// Sum of the programs' recursion_misses: events the kernel did not deliver to BPF.
+    pub recursion_misses: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerIo {
+    pub total: u64,
+    pub per_io: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceSummary {
+    pub phases: Phases,
+    /// Application I/Os followed from submit to reap, as a share of the I/Os the generator (or
+    /// the traced syscalls) completed.
+    pub correlated_fraction: f64,
+    /// Sum of the four phase means: what the phases explain of one I/O.
+    pub phase_sum_mean_ns: u64,
+    pub lost_events: Lost,
+    pub irq: PerIo,
+    pub softirq_block: PerIo,
+    pub softirq_block_ns: PerIo,
+    pub iommu_map: PerIo,
+    pub iommu_unmap: PerIo,
+    pub dma_map: PerIo,
+    pub dma_unmap: PerIo,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    /// Traced threads preempted outside a traced syscall (mostly on the way back to user space
+    /// after a reap): runnable, not running. Total time and per I/O, in ns.
+    pub preempted_ns: PerIo,
+    /// (hardware queue id, requests).
+    pub hw_queues: Vec<(u32, u64)>,
+    pub probes: Vec<crate::model::ProbeStatus>,
+}
+
+fn stats(h: &crate::model::BpfHist) -> PhaseStats {
+    let s = h.summary();
+    PhaseStats {
+        count: s.count,
+        mean_ns: s.mean,
+        p50_ns: s.p50,
+        p90_ns: s.p90,
+        p99_ns: s.p99,
+        p999_ns: s.p999,
+        max_ns: s.max,
+    }
+}
+
+/// `ios`: I/Os the application completed in the traced interval (the generator's count).
+pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
+    let per = |n: u64| PerIo { total: n, per_io: if ios == 0 { 0.0 } else { n as f64 / ios as f64 } };
+    let opt = |p: Phase| {
+        let h = raw.phase(p);
+        (h.count > 0).then(|| stats(&h))
+    };
+    let phases = Phases {
+        submission: stats(&raw.phase(Phase::Submission)),
+        block: stats(&raw.phase(Phase::Block)),
+        device: stats(&raw.phase(Phase::Device)),
+        completion: stats(&raw.phase(Phase::Completion)),
+        completion_posted: opt(Phase::Posted),
+        completion_reap: stats(&raw.phase(Phase::Reap)),
+        total: stats(&raw.phase(Phase::Total)),
+        nvme_driver: opt(Phase::Driver),
+        nvme_device: opt(Phase::Nvme),
+    };
+    let phase_sum_mean_ns =
+        phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
+    let reaped = raw.counter(Counter::Reaped);
+    let mut lost = Lost {
+        untagged_bios: raw.counter(Counter::BiosUntagged),
+        missing_completions: raw.stuck_inflight,
+        never_reaped: raw.stuck_done,
+        reaped_unmatched: raw.counter(Counter::ReapUnmatched),
+        dropped: raw.counter(Counter::InflightFull)
+            + raw.counter(Counter::DoneFull)
+            + raw.counter(Counter::ReapOverflow),
+        recursion_misses: raw.probes.iter().map(|p| p.recursion_misses).sum(),
+        total: 0,
+    };
+    lost.total = lost.untagged_bios
+        + lost.missing_completions
+        + lost.never_reaped
+        + lost.reaped_unmatched
+        + lost.dropped
+        + lost.recursion_misses;
+    TraceSummary {
+        phases,
+        correlated_fraction: if ios == 0 { 0.0 } else { (reaped.min(ios)) as f64 / ios as f64 },
+        phase_sum_mean_ns,
+        lost_events: lost,
+        irq: per(raw.counter(Counter::Irq)),
+        softirq_block: per(raw.counter(Counter::SoftirqBlock)),
+        softirq_block_ns: per(raw.counter(Counter::SoftirqBlockNs)),
+        iommu_map: per(raw.counter(Counter::IommuMap)),
+        iommu_unmap: per(raw.counter(Counter::IommuUnmap)),
+        dma_map: per(raw.counter(Counter::DmaMap)),
+        dma_unmap: per(raw.counter(Counter::DmaUnmap)),
+        preempted_ns: per(raw.counter(Counter::PreemptedNs)),
+        ctx_voluntary: raw.counter(Counter::CtxVoluntary),
+        ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
+        hw_queues: raw.hw_queues.clone(),
+        probes: raw.probes.clone(),
+    }
+}

@@ -1,0 +1,221 @@
+//! Plain data shared by the probe session, aggregation and reports: what the BPF side measured,
+//! as raw as it came out of the maps (so a run can be re-aggregated later), and no I/O.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hist::{bucket_range_with, LatSummary};
+
+/// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
+pub const HIST_SUB_BITS: u32 = 5;
+pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
+pub const NR_PHASES: usize = 9;
+pub const NR_COUNTERS: usize = 23;
+
+/// `enum phase` of bpf/phases.h.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Submission = 0,
+    Block = 1,
+    Device = 2,
+    Posted = 3,
+    Reap = 4,
+    Completion = 5,
+    Total = 6,
+    Driver = 7,
+    Nvme = 8,
+}
+
+/// `enum counter` of bpf/phases.h.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    Bios = 0,
+    BiosUntagged,
+    BiosCompleted,
+    IssueUntracked,
+    Posted,
+    Reaped,
+    ReapUnmatched,
+    ReapOverflow,
+    InflightFull,
+    DoneFull,
+    NvmeSetup,
+    Irq,
+    SoftirqBlock,
+    SoftirqBlockNs,
+    CtxVoluntary,
+    CtxInvoluntary,
+    IommuMap,
+    IommuUnmap,
+    DmaMap,
+    DmaUnmap,
+    Syscalls,
+    Preempted,
+    PreemptedNs,
+}
+
+/// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BpfHist {
+    /// (slot, count) for non-empty slots, ascending.
+    pub slots: Vec<(u32, u64)>,
+    pub count: u64,
+    pub sum: u64,
+    pub max: u64,
+}
+
+impl BpfHist {
+    /// Adds one CPU's `struct hist` as the kernel laid it out: HIST_SLOTS u64, count, sum, max.
+    pub fn add_raw(&mut self, bytes: &[u8]) {
+        let word =
+            |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])));
+        let mut dense: Vec<u64> = vec![0; HIST_SLOTS];
+        for &(s, c) in &self.slots {
+            dense[s as usize] += c;
+        }
+        for (i, d) in dense.iter_mut().enumerate() {
+            *d += word(i);
+        }
+        self.slots = dense.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u32, c)).collect();
+        self.count += word(HIST_SLOTS);
+        self.sum += word(HIST_SLOTS + 1);
+        self.max = self.max.max(word(HIST_SLOTS + 2));
+    }
+
+    pub fn record(&mut self, v: u64) {
+        // Used by tests to build histograms the way the kernel does.
+        let slot = bpf_slot(v) as u32;
+        match self.slots.binary_search_by_key(&slot, |&(s, _)| s) {
+            Ok(i) => self.slots[i].1 += 1,
+            Err(i) => self.slots.insert(i, (slot, 1)),
+        }
+        self.count += 1;
+        self.sum += v;
+        self.max = self.max.max(v);
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+
+    /// The value at rank ceil(q * n): the slot's midpoint, clamped to the exact max.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n: u64 = self.slots.iter().map(|&(_, c)| c).sum();
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for &(s, c) in &self.slots {
+            seen += c;
+            if seen >= rank {
+                let (lo, w) = bucket_range_with(s as usize, HIST_SUB_BITS);
+                return (lo + (w - 1) / 2).min(self.max.max(lo));
+            }
+        }
+        self.max
+    }
+
+    pub fn summary(&self) -> LatSummary {
+        LatSummary {
+            count: self.count,
+            min: self.slots.first().map_or(0, |&(s, _)| bucket_range_with(s as usize, HIST_SUB_BITS).0),
+            mean: self.mean().round() as u64,
+            p50: self.quantile(0.5),
+            p90: self.quantile(0.9),
+            p99: self.quantile(0.99),
+            p999: self.quantile(0.999),
+            max: self.max,
+        }
+    }
+}
+
+/// The slot the BPF side puts `v` in (bpf/hist.bpf.h), for tests and recorded data.
+pub fn bpf_slot(v: u64) -> usize {
+    let sub = 1u64 << HIST_SUB_BITS;
+    if v < sub {
+        return v as usize;
+    }
+    let msb = 63 - v.leading_zeros();
+    if msb > 40 {
+        return HIST_SLOTS - 1;
+    }
+    let s = ((v >> (msb - HIST_SUB_BITS)) & (sub - 1)) as usize;
+    (((msb - HIST_SUB_BITS + 1) as usize) << HIST_SUB_BITS) + s
+}
+
+/// How one hook was attached on this kernel.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeStatus {
+    pub name: String,
+    pub attached: bool,
+    /// tp_btf, raw_tp or tracepoint.
+    pub via: String,
+    pub error: Option<String>,
+    /// Runs the kernel skipped because another BPF program was running on that CPU.
+    pub recursion_misses: u64,
+    #[serde(skip)]
+    pub prog_fd: i32,
+}
+
+/// Everything the probes measured in one session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawTrace {
+    /// Indexed by `Phase`.
+    pub phases: Vec<BpfHist>,
+    /// Indexed by `Counter`.
+    pub counters: Vec<u64>,
+    /// (hardware queue id, requests issued on it).
+    pub hw_queues: Vec<(u32, u64)>,
+    pub probes: Vec<ProbeStatus>,
+    /// Tracked bios never seen completing (left in the in-flight map).
+    pub stuck_inflight: u64,
+    /// Completed I/Os never seen posted or reaped.
+    pub stuck_done: u64,
+}
+
+impl RawTrace {
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.counters.get(c as usize).copied().unwrap_or(0)
+    }
+    pub fn phase(&self, p: Phase) -> BpfHist {
+        self.phases.get(p as usize).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bpf_histogram_error_is_within_two_percent() {
+        let mut h = BpfHist::default();
+        for i in 1..=10_000u64 {
+            h.record(i * 997);
+        }
+        for (q, exact) in [(0.5, 5000.0 * 997.0), (0.9, 9000.0 * 997.0), (0.99, 9900.0 * 997.0)] {
+            let got = h.quantile(q) as f64;
+            assert!((got - exact).abs() / exact < 0.02, "q{q}: {got} vs {exact}");
+        }
+        // The mean comes from the exact sum, not from bucket midpoints.
+        assert_eq!(h.summary().mean, (5000.5f64 * 997.0).round() as u64);
+    }
+
+    #[test]
+    fn raw_struct_layout_round_trips() {
+        let mut bytes = vec![0u8; (HIST_SLOTS + 3) * 8];
+        let put = |b: &mut Vec<u8>, i: usize, v: u64| b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+        put(&mut bytes, bpf_slot(1000), 3);
+        put(&mut bytes, HIST_SLOTS, 3);
+        put(&mut bytes, HIST_SLOTS + 1, 3000);
+        put(&mut bytes, HIST_SLOTS + 2, 1000);
+        let mut h = BpfHist::default();
+        h.add_raw(&bytes);
+        h.add_raw(&bytes);
+        assert_eq!((h.count, h.sum, h.max), (6, 6000, 1000));
+        assert_eq!(h.slots, vec![(bpf_slot(1000) as u32, 6)]);
+    }
+}

@@ -1,0 +1,124 @@
+//! `iopath trace` for real: BPF attached, the generator's I/O followed through all four phases,
+//! the numbers checked against what the kernel counts by other means.
+
+mod common;
+use common::*;
+
+/// Traces measure timing: run them one at a time, not against each other on two CPUs.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn trace_json(args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["trace"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--json", "-"]);
+    let out = iopath(&a);
+    assert!(out.status.success(), "iopath {a:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("valid JSON report")
+}
+
+fn interrupts(irqs: &[u32]) -> u64 {
+    let t = iopath::sysconf::interrupts(&iopath::sysconf::SysRoots::live());
+    irqs.iter().filter_map(|i| t.get(i)).map(|(c, _)| c).sum()
+}
+
+fn check_phases(r: &serde_json::Value, what: &str) {
+    let ph = &r["phases"];
+    for p in ["submission", "block", "device", "completion"] {
+        let mean = ph[p]["mean_ns"].as_u64().unwrap_or(0);
+        assert!(mean > 0, "{what}: phase {p} is zero: {}", ph[p]);
+    }
+    let frac = r["correlated_fraction"].as_f64().unwrap();
+    assert!(frac >= 0.99, "{what}: only {frac} of I/Os correlated; lost: {}", r["lost_events"]);
+    let sum = r["phase_sum_mean_ns"].as_f64().unwrap();
+    let gen = r["lat_ns"]["mean"].as_f64().unwrap();
+    assert!((sum - gen).abs() / gen <= 0.05, "{what}: phases sum to {sum} ns, the generator measured {gen} ns");
+    // Bios that never complete as requests (e.g. a NOWAIT bio ended with EAGAIN and retried) are
+    // counted, not hidden; they must stay rare.
+    let missing = r["lost_events"]["missing_completions"].as_u64().unwrap() as f64;
+    assert!(missing <= r["ios"].as_f64().unwrap() * 0.005, "{what}: {}", r["lost_events"]);
+}
+
+#[test]
+fn uring_and_aio_on_a_file() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-file");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    for engine in ["uring", "aio"] {
+        // Device interrupts counted by BPF vs the kernel's own /proc/interrupts.
+        let disk_irqs = {
+            let r = run_json(&["--file", f, "--size", "64m", "--ios", "10"]);
+            let disk = r["target"]["disk"].as_str().unwrap().to_owned();
+            iopath::sysconf::device_irqs(&iopath::sysconf::SysRoots::live(), &disk)
+        };
+        let before = interrupts(&disk_irqs);
+        let r = trace_json(&["--engine", engine, "--qd", "16", "--file", f, "--runtime", "2s"]);
+        let after = interrupts(&disk_irqs);
+        check_phases(&r, engine);
+        if !disk_irqs.is_empty() {
+            let bpf = r["irq"]["total"].as_u64().unwrap();
+            let proc = after - before;
+            // Our window is a little shorter than the /proc reads around the whole command.
+            assert!(
+                bpf <= proc && proc - bpf <= proc / 50 + 20,
+                "{engine}: BPF counted {bpf} IRQs, /proc/interrupts {proc}"
+            );
+            assert!(bpf > 0, "a virtio/NVMe disk interrupts on completion");
+        }
+        // Context switches of the worker: BPF's sched_switch count vs the thread's own rusage.
+        let cs = r["ctx_switches"]["total"].as_u64().unwrap();
+        assert_eq!(r["ctx_switches"]["source"], "sched_switch");
+        assert!(cs > 0, "{engine}: the worker blocks waiting for completions");
+        if engine == "uring" {
+            assert!(
+                r["phases"]["completion_posted"]["count"].as_u64().unwrap() > 0,
+                "io_uring posts via io_uring_complete"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_loop_device_with_scheduler_none() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-loop");
+    let l = LoopDev::written(&d.join("backing"), 64);
+    for engine in ["uring", "aio"] {
+        // At QD32 an I/O takes long enough that the fixed syscall entry/exit cost (outside every
+        // kernel phase) stays well under the 5% the phases must explain.
+        let r = trace_json(&["--engine", engine, "--qd", "32", "--device", &l.0, "--runtime", "2s"]);
+        check_phases(&r, &format!("{engine} on {}", l.0));
+        assert_eq!(r["irq"]["total"].as_u64(), Some(0), "a loop device has no interrupt vectors");
+    }
+}
+
+#[test]
+fn context_switches_match_the_threads_own_counts() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-ctx");
+    let f = d.join("t.dat");
+    // QD1 aio blocks in io_getevents once per I/O: thousands of switches to compare.
+    let r = trace_json(&[
+        "--engine",
+        "aio",
+        "--qd",
+        "1",
+        "--file",
+        f.to_str().unwrap(),
+        "--size",
+        "32m",
+        "--runtime",
+        "1s",
+    ]);
+    let bpf = r["ctx_switches"]["total"].as_u64().unwrap() as f64;
+    let own = r["ctx_switches_getrusage"]["total"].as_u64().unwrap() as f64;
+    assert!(own > 1000.0, "QD1 aio should block often: {own}");
+    assert!((bpf - own).abs() <= own * 0.02 + 5.0, "sched_switch counted {bpf}, the worker's rusage {own}");
+}
