@@ -65,7 +65,6 @@ enum submit_mode {
 
 struct hist {
 	__u64 slots[HIST_SLOTS];
-	__u64 count;
 	__u64 sum;
 	__u64 max;
 };

@@ -64,7 +64,7 @@ pub struct BpfHist {
 }
 
 impl BpfHist {
-    /// Adds one CPU's `struct hist` as the kernel laid it out: HIST_SLOTS u64, count, sum, max.
+    /// Adds one CPU's `struct hist` as the kernel laid it out: HIST_SLOTS u64, sum, max.
     pub fn add_raw(&mut self, bytes: &[u8]) {
         let word =
             |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])));
@@ -76,9 +76,9 @@ impl BpfHist {
             *d += word(i);
         }
         self.slots = dense.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u32, c)).collect();
-        self.count += word(HIST_SLOTS);
-        self.sum += word(HIST_SLOTS + 1);
-        self.max = self.max.max(word(HIST_SLOTS + 2));
+        self.count = self.slots.iter().map(|&(_, c)| c).sum();
+        self.sum += word(HIST_SLOTS);
+        self.max = self.max.max(word(HIST_SLOTS + 1));
     }
 
     pub fn record(&mut self, v: u64) {
@@ -206,12 +206,11 @@ mod tests {
 
     #[test]
     fn raw_struct_layout_round_trips() {
-        let mut bytes = vec![0u8; (HIST_SLOTS + 3) * 8];
+        let mut bytes = vec![0u8; (HIST_SLOTS + 2) * 8];
         let put = |b: &mut Vec<u8>, i: usize, v: u64| b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
         put(&mut bytes, bpf_slot(1000), 3);
-        put(&mut bytes, HIST_SLOTS, 3);
-        put(&mut bytes, HIST_SLOTS + 1, 3000);
-        put(&mut bytes, HIST_SLOTS + 2, 1000);
+        put(&mut bytes, HIST_SLOTS, 3000);
+        put(&mut bytes, HIST_SLOTS + 1, 1000);
         let mut h = BpfHist::default();
         h.add_raw(&bytes);
         h.add_raw(&bytes);

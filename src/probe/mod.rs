@@ -24,6 +24,6 @@ pub(crate) mod counts_skel {
 
 // The Rust mirror of bpf/phases.h must match the compiled layout.
 const _: () = assert!(
-    std::mem::size_of::<phases_skel::types::hist>() == (crate::model::HIST_SLOTS + 3) * 8,
+    std::mem::size_of::<phases_skel::types::hist>() == (crate::model::HIST_SLOTS + 2) * 8,
     "struct hist in bpf/phases.h and model::HIST_SLOTS disagree"
 );

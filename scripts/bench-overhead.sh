@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# What tracing costs: the same job with and without `iopath trace`, interleaved (alternating which
+# goes first), median of REPEAT runs, on a file of the root file system (virtio-blk) and on a loop
+# device backed by tmpfs (CPU-bound, where every probe's cost shows). Prints the IOPS ratio
+# traced / untraced per point.
+#   usage: sudo scripts/bench-overhead.sh [RUNTIME_S=5] [REPEAT=5] [QDS="1 32"] [ENGINES="uring aio"]
+# Set IOPATH_SKIP=irq,softirq (hook name fragments) to measure the tracer without some hooks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}
+IOPATH=${IOPATH:-./target/release/iopath}
+[ -x "$IOPATH" ] || cargo build --release --locked
+W=$(mktemp -d /var/tmp/iopath-overhead.XXXXXX)
+LOOP=""
+cleanup() {
+  [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
+  umount "$W/tmpfs" 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+"$IOPATH" run --file "$W/file.dat" --size 1g --ios 1 >/dev/null 2>&1
+mkdir -p "$W/tmpfs"; mount -t tmpfs -o size=600m tmpfs "$W/tmpfs"
+truncate -s 512m "$W/tmpfs/backing"; LOOP=$(losetup -f --show "$W/tmpfs/backing")
+
+one() { # cmd kind target engine qd -> "iops lost"
+  local cmd=$1 kind=$2 t=$3 eng=$4 qd=$5 flag; [ "$kind" = file ] && flag=--file || flag=--device
+  "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" --json - 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1))'
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+printf '%-6s %-6s %4s %12s %12s %8s %10s %10s\n' target engine qd untraced traced ratio lost_max correlated
+for kind in file loop; do
+  [ $kind = file ] && t="$W/file.dat" || t=$LOOP
+  for eng in $ENGINES; do
+    for qd in $QDS; do
+      : > "$W/u"; : > "$W/t"
+      for r in $(seq "$REPEAT"); do
+        if ((r % 2)); then one run $kind "$t" $eng $qd >> "$W/u"; one trace $kind "$t" $eng $qd >> "$W/t"
+        else one trace $kind "$t" $eng $qd >> "$W/t"; one run $kind "$t" $eng $qd >> "$W/u"; fi
+      done
+      u=$(cut -d' ' -f1 "$W/u" | median); tr=$(cut -d' ' -f1 "$W/t" | median)
+      lost=$(cut -d' ' -f2 "$W/t" | sort -g | tail -1); corr=$(cut -d' ' -f3 "$W/t" | median)
+      awk -v k=$kind -v e=$eng -v q=$qd -v u="$u" -v t="$tr" -v l="$lost" -v c="$corr" 'BEGIN {
+        printf "%-6s %-6s %4d %12.0f %12.0f %7.3fx %10d %10.4f\n", k, e, q, u, t, t/u, l, c }'
+    done
+  done
+done
