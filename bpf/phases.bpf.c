@@ -95,8 +95,9 @@ static __always_inline void count(enum counter c, __u64 n)
 	__u32 k = c;
 	__u64 *v = bpf_map_lookup_elem(&counters, &k);
 
+	/* Per-CPU, and each counter is bumped from one kind of context: a plain add suffices. */
 	if (v)
-		__sync_fetch_and_add(v, n);
+		*v += n;
 }
 
 static __always_inline void record(enum phase p, __u64 v)
@@ -137,7 +138,6 @@ static __always_inline int on_submit_enter(__u32 mode, __u64 aio_events)
 	t->in_sys = 1;
 	t->cur_req = 0;
 	t->aio_events = aio_events;
-	count(C_SYSCALLS, 1);
 	return 0;
 }
 
@@ -169,7 +169,6 @@ static __always_inline void reap_posted(struct task_ctx *t, __u64 now)
 		n = REAP_MAX;
 	if (n)
 		bpf_loop(n, reap_one, &c, 0);
-	count(C_REAPED, n);
 	t->nposted = 0;
 }
 
@@ -276,7 +275,6 @@ static __always_inline int on_getevents_exit(long ret)
 	c.events = (struct io_event *)t->aio_events;
 	c.now = bpf_ktime_get_ns();
 	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
-	count(C_REAPED, c.matched);
 	return 0;
 }
 
@@ -352,7 +350,6 @@ static __always_inline int on_uring_complete(void *req)
 		return 0;
 	now = bpf_ktime_get_ns();
 	record(PH_POSTED, now - d->complete_ts);
-	count(C_POSTED, 1);
 	t = task_ctx(true);
 	if (t) {
 		n = t->nposted;
@@ -423,7 +420,6 @@ static __always_inline int on_bio_queue(struct bio *bio)
 	t = task_ctx(false);
 	if (!t || !t->in_submit)
 		return 0;
-	count(C_BIOS, 1);
 	v.mode = t->mode;
 	v.tgid = tgid;
 	v.submit_ts = t->enter_ts;
@@ -448,71 +444,39 @@ int BPF_PROG(bio_queue_raw, struct bio *bio)
 	return on_bio_queue(bio);
 }
 
-static __always_inline int on_rq_issue(struct request *rq)
+/* Per-bio work, shared by the tp_btf and raw_tp entry points (which differ only in how they read
+ * kernel pointers: plain BTF loads vs. CO-RE probe reads). */
+static __always_inline bool issue_one(__u64 key, __u64 now)
 {
-	struct bio *bio;
-	struct inflight *e;
-	__u64 now, key;
-	bool any = false;
+	struct inflight *e = bpf_map_lookup_elem(&inflight, &key);
 
-	if (!enabled)
-		return 0;
-	now = bpf_ktime_get_ns();
-	bio = BPF_CORE_READ(rq, bio);
-	for (int i = 0; i < MAX_BIOS_PER_RQ && bio; i++) {
-		key = (__u64)bio;
-		e = bpf_map_lookup_elem(&inflight, &key);
-		if (e) {
-			e->issue_ts = now;
-			any = true;
-		}
-		bio = BPF_CORE_READ(bio, bi_next);
-	}
-	if (any) {
-		__u32 q = BPF_CORE_READ(rq, mq_hctx, queue_num) & 0xff;
-		__u64 *c = bpf_map_lookup_elem(&hw_queues, &q);
+	if (e)
+		e->issue_ts = now;
+	return e != NULL;
+}
 
-		if (c)
-			__sync_fetch_and_add(c, 1);
-	} else {
+static __always_inline void count_hw_queue(__u32 q, bool tracked)
+{
+	__u64 *c;
+
+	if (!tracked) {
 		count(C_ISSUE_UNTRACKED, 1);
+		return;
 	}
-	return 0;
+	q &= 0xff;
+	c = bpf_map_lookup_elem(&hw_queues, &q);
+	if (c)
+		*c += 1;
 }
 
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(rq_issue, struct request *rq)
-{
-	return on_rq_issue(rq);
-}
-
-SEC("raw_tp/block_rq_issue")
-int BPF_PROG(rq_issue_raw, struct request *rq)
-{
-	return on_rq_issue(rq);
-}
-
-struct complete_ctx {
-	struct bio *bio;
-	__u64 now;
-};
-
-/* One bio of a completing request (merged I/O brings several). */
-static long complete_bio(__u64 i, struct complete_ctx *c)
+static __always_inline void complete_one(__u64 key, __u64 now)
 {
 	struct done_key dk = {};
 	struct done dv = {};
-	struct inflight *e;
-	struct bio *bio = c->bio;
-	__u64 key = (__u64)bio, now = c->now;
+	struct inflight *e = bpf_map_lookup_elem(&inflight, &key);
 
-	if (!bio)
-		return 1;
-	c->bio = BPF_CORE_READ(bio, bi_next);
-	e = bpf_map_lookup_elem(&inflight, &key);
 	if (!e)
-		return 0;
-	count(C_BIOS_COMPLETED, 1);
+		return;
 	record(PH_SUBMISSION, e->queue_ts - e->submit_ts);
 	if (e->issue_ts) {
 		record(PH_BLOCK, e->issue_ts - e->queue_ts);
@@ -531,39 +495,122 @@ static long complete_bio(__u64 i, struct complete_ctx *c)
 			count(C_DONE_FULL, 1);
 	}
 	bpf_map_delete_elem(&inflight, &key);
+}
+
+struct walk_ctx {
+	struct bio *bio;
+	__u64 now;
+	bool complete;
+	bool tracked;
+};
+
+/* Further bios of a merged request: rare, so the slower probe reads are fine here. */
+static long walk_bio(__u64 i, struct walk_ctx *c)
+{
+	struct bio *bio = c->bio;
+
+	if (!bio)
+		return 1;
+	c->bio = BPF_CORE_READ(bio, bi_next);
+	if (c->complete)
+		complete_one((__u64)bio, c->now);
+	else
+		c->tracked |= issue_one((__u64)bio, c->now);
 	return 0;
 }
 
-static __always_inline int on_rq_complete(struct request *rq)
+static __always_inline bool walk_rest(struct bio *next, __u64 now, bool complete)
 {
-	struct complete_ctx c;
+	struct walk_ctx c = {.bio = next, .now = now, .complete = complete};
+
+	if (next)
+		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
+	return c.tracked;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(rq_issue, struct request *rq)
+{
+	struct bio *bio;
+	bool tracked;
+	__u64 now;
 
 	if (!enabled)
 		return 0;
-	c.now = bpf_ktime_get_ns();
-	c.bio = BPF_CORE_READ(rq, bio);
-	if (c.bio)
-		bpf_loop(MAX_BIOS_PER_RQ, complete_bio, &c, 0);
+	now = bpf_ktime_get_ns();
+	bio = rq->bio;
+	if (!bio)
+		return 0;
+	tracked = issue_one((__u64)bio, now);
+	tracked |= walk_rest(bio->bi_next, now, false);
+	count_hw_queue(rq->mq_hctx->queue_num, tracked);
+	return 0;
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(rq_issue_raw, struct request *rq)
+{
+	struct bio *bio;
+	bool tracked;
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bio = BPF_CORE_READ(rq, bio);
+	if (!bio)
+		return 0;
+	tracked = issue_one((__u64)bio, now);
+	tracked |= walk_rest(BPF_CORE_READ(bio, bi_next), now, false);
+	count_hw_queue(BPF_CORE_READ(rq, mq_hctx, queue_num), tracked);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(rq_complete, struct request *rq)
 {
-	return on_rq_complete(rq);
+	struct bio *bio;
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bio = rq->bio;
+	if (!bio)
+		return 0;
+	complete_one((__u64)bio, now);
+	walk_rest(bio->bi_next, now, true);
+	return 0;
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(rq_complete_raw, struct request *rq)
 {
-	return on_rq_complete(rq);
+	struct bio *bio;
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bio = BPF_CORE_READ(rq, bio);
+	if (!bio)
+		return 0;
+	complete_one((__u64)bio, now);
+	walk_rest(BPF_CORE_READ(bio, bi_next), now, true);
+	return 0;
 }
 
 /* ---- scheduler: context switches, and time the application was runnable but not running ---- */
 
+/* tp_btf hands us BTF task pointers: plain loads, no bpf_probe_read. */
 static __always_inline bool traced_thread(struct task_struct *p)
 {
-	return enabled && targ_tgid && BPF_CORE_READ(p, tgid) == targ_tgid &&
+	return targ_tgid && p->tgid == targ_tgid && p->pid != targ_exclude_tid;
+}
+
+static __always_inline bool traced_thread_raw(struct task_struct *p)
+{
+	return targ_tgid && BPF_CORE_READ(p, tgid) == targ_tgid &&
 	       BPF_CORE_READ(p, pid) != targ_exclude_tid;
 }
 
@@ -604,7 +651,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 {
-	if (traced_thread(prev))
+	if (enabled && traced_thread_raw(prev))
 		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
 	return 0;
 }

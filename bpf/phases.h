@@ -29,30 +29,26 @@ enum phase {
 	NR_PHASES = 9,
 };
 
+/* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
 enum counter {
-	C_BIOS = 0,	    /* bios queued inside a traced submit syscall */
-	C_BIOS_UNTAGGED,    /* ... whose application I/O could not be identified */
-	C_BIOS_COMPLETED,   /* tracked bios seen at block_rq_complete */
-	C_ISSUE_UNTRACKED,  /* rq_issue of a request with no tracked bio (other I/O) */
-	C_POSTED,	    /* io_uring completions matched to a tracked I/O */
-	C_REAPED,	    /* completions matched at reap */
-	C_REAP_UNMATCHED,   /* reaped events with no tracked completion */
-	C_REAP_OVERFLOW,    /* posted completions beyond REAP_MAX before a reap */
-	C_INFLIGHT_FULL,    /* in-flight map full: I/O not tracked */
-	C_DONE_FULL,	    /* completed map full */
-	C_NVME_SETUP,	    /* nvme_setup_cmd seen for a tracked request */
-	C_IRQ,		    /* interrupts on the target device's vectors */
-	C_SOFTIRQ_BLOCK,    /* BLOCK softirq runs */
-	C_SOFTIRQ_BLOCK_NS, /* time in BLOCK softirq */
-	C_CTX_VOLUNTARY,    /* traced threads switched out while blocking */
-	C_CTX_INVOLUNTARY,  /* traced threads preempted */
-	C_IOMMU_MAP,	    /* iommu:map events */
-	C_IOMMU_UNMAP,	    /* iommu:unmap events */
-	C_DMA_MAP,	    /* dma map events (dma_map_phys / dma_map_page) */
-	C_DMA_UNMAP,	    /* dma unmap events */
-	C_SYSCALLS,	    /* traced submit/reap syscalls */
-	C_PREEMPTED,	    /* traced threads preempted outside a traced syscall */
-	C_PREEMPTED_NS,	    /* ... and the time until they ran again */
+	C_BIOS_UNTAGGED = 0, /* ... whose application I/O could not be identified */
+	C_ISSUE_UNTRACKED,   /* rq_issue of a request with no tracked bio (other I/O) */
+	C_REAP_UNMATCHED,    /* reaped events with no tracked completion */
+	C_REAP_OVERFLOW,     /* posted completions beyond REAP_MAX before a reap */
+	C_INFLIGHT_FULL,     /* in-flight map full: I/O not tracked */
+	C_DONE_FULL,	     /* completed map full */
+	C_NVME_SETUP,	     /* nvme_setup_cmd seen for a tracked request */
+	C_IRQ,		     /* interrupts on the target device's vectors */
+	C_SOFTIRQ_BLOCK,     /* BLOCK softirq runs */
+	C_SOFTIRQ_BLOCK_NS,  /* time in BLOCK softirq */
+	C_CTX_VOLUNTARY,     /* traced threads switched out while blocking */
+	C_CTX_INVOLUNTARY,   /* traced threads preempted */
+	C_IOMMU_MAP,	     /* iommu:map events */
+	C_IOMMU_UNMAP,	     /* iommu:unmap events */
+	C_DMA_MAP,	     /* dma map events (dma_map_phys / dma_map_page) */
+	C_DMA_UNMAP,	     /* dma unmap events */
+	C_PREEMPTED,	     /* traced threads preempted outside a traced syscall */
+	C_PREEMPTED_NS,	     /* ... and the time until they ran again */
 	NR_COUNTERS,
 };
 

@@ -121,7 +121,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     };
     let phase_sum_mean_ns =
         phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
-    let reaped = raw.counter(Counter::Reaped);
+    // Every reaped I/O lands once in the reap histogram.
+    let reaped = raw.phase(Phase::Reap).count;
     let mut lost = Lost {
         untagged_bios: raw.counter(Counter::BiosUntagged),
         missing_completions: raw.stuck_inflight,

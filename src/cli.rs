@@ -53,6 +53,9 @@ pub struct TraceArgs {
     /// Use raw_tp programs instead of tp_btf.
     #[arg(long)]
     pub raw_tp: bool,
+    /// Time every BPF program run (kernel BPF stats) and show what each probe costs per I/O.
+    #[arg(long)]
+    pub prog_stats: bool,
 }
 
 #[derive(Args, Debug)]

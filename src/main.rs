@@ -10,6 +10,7 @@ use iopath::{doctor, loadgen, report, sysconf};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     iopath::probe::log::init(cli.verbose);
+    iopath::loadgen::stop_on_signals();
     let res = match cli.cmd {
         Command::Run(a) => run(a),
         Command::Trace(a) => trace_cmd(a),
@@ -34,7 +35,7 @@ fn run(a: RunArgs) -> Result<ExitCode> {
 
 fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
-    let (rep, raw) = iopath::trace::run(&job, a.raw_tp)?;
+    let (rep, raw) = iopath::trace::run(&job, a.raw_tp, a.prog_stats)?;
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let write = |name: &str, bytes: Vec<u8>| {

@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 9;
-pub const NR_COUNTERS: usize = 23;
+pub const NR_COUNTERS: usize = 18;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,12 +28,8 @@ pub enum Phase {
 /// `enum counter` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
-    Bios = 0,
-    BiosUntagged,
-    BiosCompleted,
+    BiosUntagged = 0,
     IssueUntracked,
-    Posted,
-    Reaped,
     ReapUnmatched,
     ReapOverflow,
     InflightFull,
@@ -48,7 +44,6 @@ pub enum Counter {
     IommuUnmap,
     DmaMap,
     DmaUnmap,
-    Syscalls,
     Preempted,
     PreemptedNs,
 }
@@ -157,6 +152,9 @@ pub struct ProbeStatus {
     pub error: Option<String>,
     /// Runs the kernel skipped because another BPF program was running on that CPU.
     pub recursion_misses: u64,
+    /// Times the program ran and the CPU time it took (with `--prog-stats`; 0 otherwise).
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
     #[serde(skip)]
     pub prog_fd: i32,
 }

@@ -25,7 +25,7 @@ pub fn check_can_trace(roots: &SysRoots) -> Result<()> {
 
 /// Prepares the target untraced (file layout is not the workload), then runs the job with every
 /// probe attached and returns the report and the probes' raw data.
-pub fn run(job: &Job, force_raw_tp: bool) -> Result<(Report, RawTrace)> {
+pub fn run(job: &Job, force_raw_tp: bool, prog_stats: bool) -> Result<(Report, RawTrace)> {
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let target = loadgen::prepare(job)?;
@@ -38,6 +38,7 @@ pub fn run(job: &Job, force_raw_tp: bool) -> Result<(Report, RawTrace)> {
         exclude_tid: unsafe { libc::gettid() } as u32,
         irqs,
         force_raw_tp,
+        prog_stats,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());

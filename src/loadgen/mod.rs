@@ -15,6 +15,7 @@ pub mod target;
 mod uring;
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
@@ -59,6 +60,28 @@ pub trait Engine {
     /// Engines that cannot look without a syscall see nothing.
     fn peek(&mut self, _out: &mut Vec<Completion>) {}
     fn buffers(&mut self) -> &mut Buffers;
+}
+
+/// Set by SIGINT/SIGTERM: workers stop issuing, drain what is in flight, and the run ends with
+/// the I/Os that finished (the report says it is partial).
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Routes Ctrl-C and SIGTERM to `STOP` instead of killing the process mid-run (which would leave
+/// a partial layout or, under tracing, nothing written at all).
+pub fn stop_on_signals() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+pub fn stopped() -> bool {
+    STOP.load(Ordering::Relaxed)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call: no syscall).
@@ -361,7 +384,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
     let mut now = begin;
 
     loop {
-        let issuing = now < deadline && issued < p.ios;
+        let issuing = now < deadline && issued < p.ios && !STOP.load(Ordering::Relaxed);
         if !issuing && inflight == 0 {
             break;
         }

@@ -25,6 +25,8 @@ pub struct TraceOpts {
     pub irqs: Vec<u32>,
     /// raw_tp instead of tp_btf for the tracepoint programs.
     pub force_raw_tp: bool,
+    /// Have the kernel time every program run (BPF_ENABLE_STATS): what each probe costs.
+    pub prog_stats: bool,
 }
 
 /// One hook: its name in reports, whether tracing is pointless without it, and the program
@@ -290,13 +292,27 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         }
     }
 
+    // SAFETY: plain syscall wrapper; the returned fd keeps stats on until closed.
+    let stats_fd = if opts.prog_stats {
+        unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) }
+    } else {
+        -1
+    };
     // Counting starts only once every link exists, so attach order cannot skew the numbers.
     set_enabled(&mut phases, &mut counts, 1);
     let result = workload();
     set_enabled(&mut phases, &mut counts, 0);
 
     for p in probes.iter_mut().filter(|p| p.attached) {
-        p.recursion_misses = recursion_misses(p.prog_fd);
+        if let Some(info) = prog_info(p.prog_fd) {
+            p.recursion_misses = info.recursion_misses;
+            p.run_cnt = info.run_cnt;
+            p.run_time_ns = info.run_time_ns;
+        }
+    }
+    if stats_fd >= 0 {
+        // SAFETY: closing the fd bpf_enable_stats returned.
+        unsafe { libc::close(stats_fd) };
     }
     let raw = read_raw(&phases, &counts, probes)?;
     drop(links);
@@ -327,18 +343,15 @@ fn prog_kind(p: &ProgramMut) -> String {
     sec.split('/').next().unwrap_or("").to_owned()
 }
 
-/// The kernel's count of times this program was skipped because another BPF program was
-/// running on the same CPU: events the program never saw.
-fn recursion_misses(fd: i32) -> u64 {
+/// The kernel's record of a program: run count and time (when stats are on), and
+/// recursion_misses — runs skipped because another BPF program was running on that CPU, i.e.
+/// events the program never saw.
+fn prog_info(fd: i32) -> Option<libbpf_rs::libbpf_sys::bpf_prog_info> {
     let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: the kernel fills at most `len` bytes of `info`.
     let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
-    if rc == 0 {
-        info.recursion_misses
-    } else {
-        0
-    }
+    (rc == 0).then_some(info)
 }
 
 fn sum_percpu_u64(vals: &[Vec<u8>]) -> u64 {

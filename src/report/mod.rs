@@ -130,10 +130,10 @@ impl Report {
                 source: "getrusage",
             },
             trace: None,
+            partial: crate::loadgen::stopped(),
             ctx_switches_getrusage: None,
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
-            partial: false,
         }
     }
 

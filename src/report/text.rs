@@ -206,6 +206,22 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         let q: Vec<String> = t.hw_queues.iter().map(|(q, n)| format!("q{q}: {n}")).collect();
         writeln!(w, "  hardware queues  {}", q.join("  "))?;
     }
+    let timed: Vec<_> = t.probes.iter().filter(|p| p.run_cnt > 0).collect();
+    if !timed.is_empty() {
+        let ios = r.ios.max(1) as f64;
+        let total: u64 = timed.iter().map(|p| p.run_time_ns).sum();
+        writeln!(w, "  probe cost (kernel BPF stats): {} ns of CPU per I/O in all", (total as f64 / ios).round())?;
+        for p in &timed {
+            writeln!(
+                w,
+                "    {:<36} {:>10} runs {:>7.0} ns/run {:>8.1} ns per I/O",
+                p.name,
+                p.run_cnt,
+                p.run_time_ns as f64 / p.run_cnt as f64,
+                p.run_time_ns as f64 / ios
+            )?;
+        }
+    }
     let mut kinds: Vec<String> = Vec::new();
     for p in t.probes.iter().filter(|p| p.attached) {
         if !kinds.contains(&p.via) {
