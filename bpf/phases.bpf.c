@@ -26,6 +26,9 @@ const volatile __u64 targ_iomap_end_io = 0;
 const volatile __u64 targ_blkdev_end_io = 0;
 const volatile __u64 targ_blkdev_end_io_async = 0;
 
+/* Trace a process tree (traced_tgids, grown on fork) instead of the single targ_tgid. */
+const volatile bool targ_tree = false;
+
 /* Set by userspace once every link is attached, so attach order cannot skew counts. */
 volatile __u32 enabled = 0;
 
@@ -56,6 +59,15 @@ struct {
 	__type(key, __u64);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
+
+/* Processes of a traced tree (`iopath trace -- CMD`, `--pid`): seeded by userspace, grown on fork.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced_tgids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -109,9 +121,16 @@ static __always_inline void record(enum phase p, __u64 v)
 		hist_add(h, v);
 }
 
+static __always_inline bool tgid_traced(__u32 tgid)
+{
+	if (targ_tree)
+		return bpf_map_lookup_elem(&traced_tgids, &tgid) != NULL;
+	return !targ_tgid || tgid == targ_tgid;
+}
+
 static __always_inline bool traced(__u32 tgid)
 {
-	return enabled && (!targ_tgid || tgid == targ_tgid);
+	return enabled && tgid_traced(tgid);
 }
 
 static __always_inline struct task_ctx *task_ctx(bool create)
@@ -469,14 +488,14 @@ static __always_inline void count_hw_queue(__u32 q, bool tracked)
 		*c += 1;
 }
 
-static __always_inline void complete_one(__u64 key, __u64 now)
+static __always_inline bool complete_one(__u64 key, __u64 now)
 {
 	struct done_key dk = {};
 	struct done dv = {};
 	struct inflight *e = bpf_map_lookup_elem(&inflight, &key);
 
 	if (!e)
-		return;
+		return false;
 	record(PH_SUBMISSION, e->queue_ts - e->submit_ts);
 	if (e->issue_ts) {
 		record(PH_BLOCK, e->issue_ts - e->queue_ts);
@@ -495,6 +514,7 @@ static __always_inline void complete_one(__u64 key, __u64 now)
 			count(C_DONE_FULL, 1);
 	}
 	bpf_map_delete_elem(&inflight, &key);
+	return true;
 }
 
 struct walk_ctx {
@@ -567,7 +587,7 @@ int BPF_PROG(rq_issue_raw, struct request *rq)
 }
 
 SEC("tp_btf/block_rq_complete")
-int BPF_PROG(rq_complete, struct request *rq)
+int BPF_PROG(rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	struct bio *bio;
 	__u64 now;
@@ -578,13 +598,14 @@ int BPF_PROG(rq_complete, struct request *rq)
 	bio = rq->bio;
 	if (!bio)
 		return 0;
-	complete_one((__u64)bio, now);
+	if (complete_one((__u64)bio, now))
+		count(C_BYTES, nr_bytes);
 	walk_rest(bio->bi_next, now, true);
 	return 0;
 }
 
 SEC("raw_tp/block_rq_complete")
-int BPF_PROG(rq_complete_raw, struct request *rq)
+int BPF_PROG(rq_complete_raw, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	struct bio *bio;
 	__u64 now;
@@ -595,7 +616,8 @@ int BPF_PROG(rq_complete_raw, struct request *rq)
 	bio = BPF_CORE_READ(rq, bio);
 	if (!bio)
 		return 0;
-	complete_one((__u64)bio, now);
+	if (complete_one((__u64)bio, now))
+		count(C_BYTES, nr_bytes);
 	walk_rest(BPF_CORE_READ(bio, bi_next), now, true);
 	return 0;
 }
@@ -605,13 +627,25 @@ int BPF_PROG(rq_complete_raw, struct request *rq)
 /* tp_btf hands us BTF task pointers: plain loads, no bpf_probe_read. */
 static __always_inline bool traced_thread(struct task_struct *p)
 {
-	return targ_tgid && p->tgid == targ_tgid && p->pid != targ_exclude_tid;
+	return (targ_tgid || targ_tree) && tgid_traced(p->tgid) && p->pid != targ_exclude_tid;
 }
 
 static __always_inline bool traced_thread_raw(struct task_struct *p)
 {
-	return targ_tgid && BPF_CORE_READ(p, tgid) == targ_tgid &&
+	return (targ_tgid || targ_tree) && tgid_traced(BPF_CORE_READ(p, tgid)) &&
 	       BPF_CORE_READ(p, pid) != targ_exclude_tid;
+}
+
+/* Children of a traced process are traced too (fio forks its jobs). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 one = 1;
+
+	if (targ_tree && ptgid != ctgid && bpf_map_lookup_elem(&traced_tgids, &ptgid))
+		bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY);
+	return 0;
 }
 
 /*

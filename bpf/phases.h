@@ -49,6 +49,7 @@ enum counter {
 	C_DMA_UNMAP,	     /* dma unmap events */
 	C_PREEMPTED,	     /* traced threads preempted outside a traced syscall */
 	C_PREEMPTED_NS,	     /* ... and the time until they ran again */
+	C_BYTES,	     /* bytes of completed tracked requests */
 	NR_COUNTERS,
 };
 

@@ -17,7 +17,9 @@ EXAMPLES:
   iopath run --engine uring --qd 128 --sqpoll --fixed-bufs --batch-submit 16 --batch-complete 8
   iopath run --device /dev/nvme0n1 --rw randread --qd 32 --json run.json
   iopath trace --engine uring --qd 32            the phase breakdown of the same job
-  iopath trace --engine aio --qd 32 --out runs/aio32";
+  iopath trace --engine aio --qd 32 --out runs/aio32
+  iopath trace --pid 4242 --duration 10s          another process's io_uring/aio I/O
+  iopath trace -- fio --name=x --ioengine=libaio --iodepth=32 --rw=randread --direct=1 --size=1g";
 
 #[derive(Parser, Debug)]
 #[command(name = "iopath", version, about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
@@ -56,6 +58,15 @@ pub struct TraceArgs {
     /// Time every BPF program run (kernel BPF stats) and show what each probe costs per I/O.
     #[arg(long)]
     pub prog_stats: bool,
+    /// Trace this running process (and what it forks) instead of the bundled generator.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// With --pid (or -- CMD): stop tracing after this long (default: when it exits, or Ctrl-C).
+    #[arg(long, value_parser = job::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Run and trace this command (and what it forks), e.g. -- fio job.fio
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -135,7 +135,7 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         w,
         "  tracefs     {}{}",
         d.tracefs.as_deref().unwrap_or("not available"),
-        if d.tracefs_mounted_by_iopath { " (mounted by iopath for this check, unmounted after)" } else { "" }
+        if d.tracefs_mounted_by_iopath { " (was not mounted: iopath mounted it)" } else { "" }
     )?;
     writeln!(w, "\n  attach kinds (each loaded and attached for real):")?;
     for a in &d.attach {

@@ -34,8 +34,20 @@ fn run(a: RunArgs) -> Result<ExitCode> {
 }
 
 fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
-    let job = a.job.to_job()?;
-    let (rep, raw) = iopath::trace::run(&job, a.raw_tp, a.prog_stats)?;
+    use iopath::trace::External;
+    let external = match (a.pid, a.command.is_empty()) {
+        (Some(pid), _) => Some(External::Pid(pid)),
+        (None, false) => Some(External::Command(a.command.clone())),
+        (None, true) => None,
+    };
+    let (rep, raw) = match external {
+        Some(what) => iopath::trace::run_external(what, a.duration, a.raw_tp, a.prog_stats)?,
+        None => iopath::trace::run(&a.job.to_job()?, a.raw_tp, a.prog_stats)?,
+    };
+    if let Some(e) = iopath::trace::command_failed(&rep).filter(|_| rep.ios == 0) {
+        // Nothing ran worth reporting.
+        return Err(e);
+    }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let write = |name: &str, bytes: Vec<u8>| {
@@ -48,6 +60,9 @@ fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
         write("report.txt", txt)?;
     }
     emit(&rep, a.json.as_deref())?;
+    if let Some(e) = iopath::trace::command_failed(&rep) {
+        return Err(e);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

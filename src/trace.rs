@@ -1,11 +1,14 @@
 //! `iopath trace`: the bundled generator under the probes; one library call for the CLI.
 
-use anyhow::{bail, Result};
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
 
 use crate::job::Job;
 use crate::model::RawTrace;
 use crate::probe::session::{self, TraceOpts};
-use crate::report::Report;
+use crate::report::{Process, Report};
 use crate::sysconf::{self, SysRoots};
 use crate::{aggregate, loadgen};
 
@@ -39,8 +42,203 @@ pub fn run(job: &Job, force_raw_tp: bool, prog_stats: bool) -> Result<(Report, R
         irqs,
         force_raw_tp,
         prog_stats,
+        tree: Vec::new(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
     Ok((Report::from_run(job, outcome).with_trace(summary, names), raw))
+}
+
+/// A process to trace that is not the bundled generator.
+pub enum External {
+    Pid(u32),
+    Command(Vec<String>),
+}
+
+/// Every block device's interrupt vectors: another process may do I/O on any of them.
+fn all_disk_irqs(roots: &SysRoots) -> (Vec<u32>, Vec<String>) {
+    let table = sysconf::interrupts(roots);
+    let mut irqs: Vec<u32> =
+        sysconf::block_devices(roots).iter().flat_map(|b| sysconf::device_irqs(roots, &b.name)).collect();
+    irqs.sort_unstable();
+    irqs.dedup();
+    let names = irqs.iter().map(|i| table.get(i).map_or(format!("irq{i}"), |(_, n)| format!("{i}:{n}"))).collect();
+    (irqs, names)
+}
+
+/// utime + stime of a process so far, in ns (None once it is gone).
+fn proc_cpu(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).map(|t| t * 1_000_000_000 / hz);
+    Some((tick(11)?, tick(12)?))
+}
+
+fn command_line(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
+pub fn run_external(
+    what: External,
+    duration: Option<Duration>,
+    force_raw_tp: bool,
+    prog_stats: bool,
+) -> Result<(Report, RawTrace)> {
+    let roots = SysRoots::live();
+    check_can_trace(&roots)?;
+    let (irqs, irq_names) = all_disk_irqs(&roots);
+    let mut warnings = Vec::new();
+    let (pid, gate) = match &what {
+        External::Pid(pid) => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                bail!("no process {pid}: check the pid (ps -p {pid}); to trace a command from its start use 'iopath trace -- CMD ARGS'");
+            }
+            (*pid, None)
+        }
+        External::Command(argv) => {
+            if argv.is_empty() {
+                bail!("nothing to run after '--': give a command, e.g. iopath trace -- fio job.fio");
+            }
+            // The command waits behind a gate (a pipe on fd 3) until the probes are attached,
+            // then the shell execs it under the same pid.
+            let mut fds = [0i32; 2];
+            // SAFETY: pipe2 fills two fds.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                bail!("pipe: {}", std::io::Error::last_os_error());
+            }
+            let (rd, wr) = (fds[0], fds[1]);
+            let mut cmd = std::process::Command::new("/bin/sh");
+            // A gate that cannot be read must not let the command start untraced: exit 125.
+            cmd.arg("-c").arg("read _ <&3 || exit 125; exec 3<&-; exec \"$@\"").arg("iopath-gate").args(argv);
+            // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // dup2 onto itself keeps O_CLOEXEC: clear it explicitly in that case.
+                    let ok = if rd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(rd, 3) };
+                    if ok < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().with_context(|| format!("cannot start '{}'", argv[0]))?;
+            // SAFETY: closing our copy of the read end.
+            unsafe { libc::close(rd) };
+            (child.id(), Some(wr))
+        }
+    };
+    let opts = TraceOpts { tgid: 0, exclude_tid: 0, irqs, force_raw_tp, prog_stats, tree: vec![pid] };
+    let cpu_before = match &what {
+        External::Pid(_) => proc_cpu(pid).unwrap_or((0, 0)),
+        External::Command(_) => (0, 0),
+    };
+    let start = loadgen::now_ns();
+    let mut exit_code = None;
+    let mut child_cpu = (0u64, 0u64);
+    let mut last_cpu = cpu_before;
+    let mut exited_early = false;
+    let traced = session::trace(&opts, || {
+        if let Some(wr) = gate {
+            // SAFETY: writing one line to our pipe, then closing it: the gate opens.
+            unsafe {
+                libc::write(wr, b"g\n".as_ptr().cast(), 2);
+                libc::close(wr);
+            }
+        }
+        let deadline = duration.map(|d| start + d.as_nanos() as u64);
+        let mut signalled = false;
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            if gate.is_some() {
+                let mut status = 0;
+                // SAFETY: rusage is plain data filled by the kernel.
+                let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+                let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut ru) };
+                if r == pid as i32 {
+                    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+                    child_cpu = (ns(ru.ru_utime), ns(ru.ru_stime));
+                    exit_code = Some(if libc::WIFEXITED(status) {
+                        libc::WEXITSTATUS(status)
+                    } else {
+                        128 + libc::WTERMSIG(status)
+                    });
+                    break;
+                }
+                let over = deadline.is_some_and(|d| loadgen::now_ns() >= d);
+                if (loadgen::stopped() || over) && !signalled {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+                    signalled = true;
+                }
+            } else {
+                match proc_cpu(pid) {
+                    Some(c) => last_cpu = c,
+                    None => {
+                        exited_early = true;
+                        break;
+                    }
+                }
+                if loadgen::stopped() || deadline.is_some_and(|d| loadgen::now_ns() >= d) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    });
+    let ((), raw) = match traced {
+        Ok(v) => v,
+        Err(e) => {
+            if gate.is_some() {
+                // SAFETY: the command must not outlive a failed trace.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            return Err(e);
+        }
+    };
+    let elapsed = loadgen::now_ns() - start;
+    let cpu = match &what {
+        External::Pid(_) => (last_cpu.0 - cpu_before.0, last_cpu.1 - cpu_before.1),
+        External::Command(_) => child_cpu,
+    };
+    if exited_early {
+        warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
+    }
+    let command = match &what {
+        External::Command(argv) => argv.join(" "),
+        External::Pid(_) => command_line(pid),
+    };
+    let ios = raw.phase(crate::model::Phase::Total).count;
+    if ios == 0 {
+        warnings.push("no io_uring or libaio I/O that reached a block device was seen: synchronous read/write and page-cache hits are not traced".into());
+    }
+    // Every reaped event counts as an application I/O, matched or not.
+    let seen = ios + raw.counter(crate::model::Counter::ReapUnmatched);
+    let summary = aggregate::summarize(&raw, seen);
+    let rep = Report::from_process(Process { pid, command, exit_code }, &raw, elapsed, cpu, warnings)
+        .with_trace(summary, irq_names);
+    Ok((rep, raw))
+}
+
+/// The error for a traced command that failed, after its report was written.
+pub fn command_failed(rep: &Report) -> Option<anyhow::Error> {
+    let code = rep.process.as_ref()?.exit_code?;
+    let hint = match code {
+        127 => " (command not found?)",
+        125 => " (iopath's start gate failed: the command did not run)",
+        _ => "",
+    };
+    (code != 0).then(|| anyhow!("the traced command exited with status {code}{hint}"))
 }

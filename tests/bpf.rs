@@ -22,9 +22,8 @@ fn direct_reads(path: &std::path::Path, n: usize) {
 #[test]
 fn tracepoint_programs_count_real_block_io() {
     require_root();
-    // Classic tracepoints attach through tracefs. Kept mounted: dropping the guard would unmount
-    // it under the doctor test running in parallel.
-    std::mem::forget(iopath::probe::tracefs::Tracefs::ensure().unwrap());
+    // Classic tracepoints attach through tracefs (mounted here when a fresh machine lacks it).
+    iopath::probe::tracefs::Tracefs::ensure().unwrap();
     let f = scratch("bpf").join("t.dat");
     direct_reads(&f, 1); // lay out first, so only reads happen below
     for kind in [AttachKind::TpBtf, AttachKind::RawTp, AttachKind::Tracepoint] {

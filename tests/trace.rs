@@ -122,3 +122,115 @@ fn context_switches_match_the_threads_own_counts() {
     assert!(own > 1000.0, "QD1 aio should block often: {own}");
     assert!((bpf - own).abs() <= own * 0.02 + 5.0, "sched_switch counted {bpf}, the worker's rusage {own}");
 }
+
+fn fio_args(f: &str, engine: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "fio",
+        "--name=t",
+        "--ioengine",
+        engine,
+        "--iodepth=16",
+        "--rw=randread",
+        "--bs=4k",
+        "--direct=1",
+        "--size=64m",
+        "--runtime=2",
+        "--time_based",
+        "--output-format=json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(format!("--filename={f}"));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+#[test]
+fn another_process_from_its_start_agrees_with_its_own_numbers() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-cmd");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    run_json(&["--file", f, "--size", "64m", "--ios", "1"]);
+    let fio_out = d.join("fio.json");
+    let mut a: Vec<String> = vec!["trace".into(), "--json".into(), "-".into(), "--".into()];
+    a.extend(fio_args(f, "libaio", &[&format!("--output={}", fio_out.display())]));
+    let args: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = iopath(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fio: serde_json::Value = serde_json::from_slice(&std::fs::read(&fio_out).unwrap()).unwrap();
+    let fio_ios = fio["jobs"][0]["read"]["total_ios"].as_f64().unwrap();
+    let fio_lat = fio["jobs"][0]["read"]["lat_ns"]["mean"].as_f64().unwrap();
+    // fio forks its job: the trace follows the process tree.
+    let ios = r["ios"].as_f64().unwrap();
+    assert!(ios >= fio_ios * 0.99 && ios <= fio_ios, "traced {ios} I/Os, fio did {fio_ios}");
+    let lat = r["lat_ns"]["mean"].as_f64().unwrap();
+    assert!((lat - fio_lat).abs() / fio_lat < 0.05, "traced mean {lat} ns vs fio's {fio_lat} ns");
+    for p in ["submission", "block", "device", "completion"] {
+        assert!(r["phases"][p]["mean_ns"].as_u64().unwrap() > 0, "phase {p}");
+    }
+    assert_eq!(r["process"]["exit_code"].as_i64(), Some(0));
+}
+
+#[test]
+fn a_running_process_by_pid() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-pid");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    run_json(&["--file", f, "--size", "64m", "--ios", "1"]);
+    // --thread keeps fio's job inside the pid we trace.
+    let args = fio_args(f, "io_uring", &["--thread", "--runtime=4"]);
+    let mut fio =
+        std::process::Command::new(&args[0]).args(&args[1..]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let pid = fio.id().to_string();
+    let out = iopath(&["trace", "--pid", &pid, "--duration", "1500ms", "--json", "-"]);
+    let _ = fio.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["ios"].as_u64().unwrap() > 1000, "fio does thousands of I/Os a second: {}", r["ios"]);
+    assert!(r["phases"]["completion_posted"]["count"].as_u64().unwrap() > 0, "io_uring posts completions");
+    assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99);
+}
+
+#[test]
+fn bad_targets_for_tracing() {
+    require_root();
+    let out = iopath(&["trace", "--pid", "999999"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no process 999999"));
+    let out = iopath(&["trace", "--", "/no/such/command"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("status 127"));
+}
+
+#[test]
+fn ctrl_c_mid_trace_detaches_and_writes_a_partial_report() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-sigint");
+    let f = d.join("t.dat");
+    let out_dir = d.join("out");
+    let mut child = std::process::Command::new(bin())
+        .args(["trace", "--file", f.to_str().unwrap(), "--size", "32m", "--qd", "8", "--runtime", "30s"])
+        .args(["--out", out_dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "an interrupted trace still ends cleanly: {status}");
+    assert!(started.elapsed().as_secs() < 10, "it stops promptly, not at the 30 s runtime");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["partial"], true);
+    assert!(r["ios"].as_u64().unwrap() > 0);
+    assert!(std::fs::read_to_string(out_dir.join("report.txt")).unwrap().contains("PARTIAL"));
+}

@@ -27,6 +27,8 @@ pub struct TraceOpts {
     pub force_raw_tp: bool,
     /// Have the kernel time every program run (BPF_ENABLE_STATS): what each probe costs.
     pub prog_stats: bool,
+    /// Trace these processes and every process they fork (instead of `tgid` alone).
+    pub tree: Vec<u32>,
 }
 
 /// One hook: its name in reports, whether tracing is pointless without it, and the program
@@ -57,6 +59,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
         ro.targ_tgid = opts.tgid;
         ro.targ_exclude_tid = opts.exclude_tid;
+        ro.targ_tree = !opts.tree.is_empty();
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
         ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
@@ -74,6 +77,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         p.rq_complete_raw.set_autoload(!btf);
         p.nvme_setup_cmd.set_autoload(nvme);
         p.sched_switch.set_autoload(btf);
+        p.process_fork.set_autoload(!opts.tree.is_empty());
         p.sched_switch_raw.set_autoload(!btf);
         p.uring_enter.set_autoload(sys("sys_enter_io_uring_enter"));
         p.uring_exit.set_autoload(sys("sys_exit_io_uring_enter"));
@@ -86,6 +90,13 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     super::log::clear();
     let mut phases = p_open.load().map_err(|e| load_error("phases", e))?;
+    for tgid in &opts.tree {
+        phases
+            .maps
+            .traced_tgids
+            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .context("seeding the traced processes")?;
+    }
 
     let dma_map = ["dma_map_phys", "dma_map_page"].into_iter().find(|n| has("dma", n));
     let dma_unmap = ["dma_unmap_phys", "dma_unmap_page"].into_iter().find(|n| has("dma", n));
@@ -196,6 +207,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             name: "block:block_rq_complete",
             required: true,
             prog: Some(if btf { &pp.rq_complete } else { &pp.rq_complete_raw }),
+            tracepoint: None,
+        },
+        Hook {
+            name: "sched:sched_process_fork",
+            required: false,
+            prog: (!opts.tree.is_empty()).then_some(&pp.process_fork),
             tracepoint: None,
         },
         Hook {
@@ -316,7 +333,6 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     let raw = read_raw(&phases, &counts, probes)?;
     drop(links);
-    drop(tfs);
     Ok((result?, raw))
 }
 

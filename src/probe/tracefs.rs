@@ -1,4 +1,5 @@
-//! tracefs: found, or mounted for as long as iopath needs it and unmounted after.
+//! tracefs: found, or mounted where it belongs when missing. It stays mounted: unmounting on exit
+//! would pull it from under another iopath (or perf, bpftrace) attaching at the same moment.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use anyhow::{bail, Result};
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 
-/// Holds tracefs mounted; unmounts it on drop only if iopath mounted it.
+/// Where tracefs is, and whether this process had to mount it.
 pub struct Tracefs {
     pub path: PathBuf,
     pub mounted_by_us: bool,
@@ -36,16 +37,5 @@ impl Tracefs {
     /// Whether `group:name` exists on this kernel.
     pub fn has_event(&self, group: &str, name: &str) -> bool {
         self.path.join("events").join(group).join(name).is_dir()
-    }
-}
-
-impl Drop for Tracefs {
-    fn drop(&mut self) {
-        if self.mounted_by_us {
-            if let Ok(p) = CString::new(self.path.as_os_str().as_encoded_bytes()) {
-                // SAFETY: unmounting what we mounted; a busy tracefs stays mounted (MNT_DETACH).
-                unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
-            }
-        }
     }
 }

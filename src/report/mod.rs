@@ -17,9 +17,13 @@ pub const SCHEMA: &str = "iopath.report/1";
 pub struct Report {
     pub schema: &'static str,
     pub tool: Tool,
-    pub job: Job,
+    /// The bundled generator's job (`null` when tracing another process).
+    pub job: Option<Job>,
     pub system: System,
-    pub target: Prepared,
+    pub target: Option<Prepared>,
+    /// The traced process when it is not the bundled generator (`--pid`, `-- CMD`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
     pub warnings: Vec<String>,
     pub ios: u64,
     pub reads: u64,
@@ -33,8 +37,8 @@ pub struct Report {
     pub lat_ns: LatSummary,
     /// Queue to submit call returned; `null` for synchronous engines (psync).
     pub slat_ns: Option<LatSummary>,
-    /// Submit call returned to reaped.
-    pub clat_ns: LatSummary,
+    /// Submit call returned to reaped (`null` when tracing another process).
+    pub clat_ns: Option<LatSummary>,
     pub cpu: Cpu,
     pub ctx_switches: CtxSwitches,
     /// The phase breakdown and per-I/O counts (`iopath trace` only).
@@ -53,6 +57,15 @@ pub struct Report {
     /// True when the run was cut short (Ctrl-C, SIGTERM): the numbers cover what finished.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+}
+
+/// A traced process that is not the bundled generator.
+#[derive(Clone, Debug, Serialize)]
+pub struct Process {
+    pub pid: u32,
+    pub command: String,
+    /// Exit status of a `-- CMD` run; None while it still ran (or for `--pid`).
+    pub exit_code: Option<i32>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -98,13 +111,14 @@ impl Report {
         Report {
             schema: SCHEMA,
             tool: Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") },
-            job: job.clone(),
+            job: Some(job.clone()),
             system: System {
                 kernel: crate::sysconf::kernel_release(&roots),
                 cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
             warnings: o.target.warnings.clone(),
-            target: o.target,
+            target: Some(o.target),
+            process: None,
             ios,
             reads: o.stats.reads,
             writes: o.stats.writes,
@@ -114,7 +128,7 @@ impl Report {
             bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
             lat_ns: o.stats.lat.summary(),
             slat_ns: (job.engine != EngineKind::Psync).then(|| o.stats.slat.summary()),
-            clat_ns: o.stats.clat.summary(),
+            clat_ns: Some(o.stats.clat.summary()),
             cpu: Cpu {
                 usr_pct: o.usage.usr_ns as f64 / elapsed as f64 * 100.0,
                 sys_pct: o.usage.sys_ns as f64 / elapsed as f64 * 100.0,
@@ -137,11 +151,65 @@ impl Report {
         }
     }
 
+    /// A report for a traced process other than the generator: its I/O count, latency (syscall
+    /// entry to reap) and bytes come from the probes; CPU from the process's own accounting.
+    pub fn from_process(
+        process: Process,
+        raw: &crate::model::RawTrace,
+        elapsed_ns: u64,
+        cpu_ns: (u64, u64),
+        warnings: Vec<String>,
+    ) -> Report {
+        let total = raw.phase(crate::model::Phase::Total);
+        let ios = total.count;
+        let secs = elapsed_ns.max(1) as f64 / 1e9;
+        let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
+        let roots = crate::sysconf::SysRoots::live();
+        Report {
+            schema: SCHEMA,
+            tool: Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") },
+            job: None,
+            system: System {
+                kernel: crate::sysconf::kernel_release(&roots),
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+            target: None,
+            process: Some(process),
+            warnings,
+            ios,
+            reads: 0,
+            writes: 0,
+            verified: 0,
+            runtime_ns: elapsed_ns,
+            iops: ios as f64 / secs,
+            bw_bytes: raw.counter(crate::model::Counter::Bytes) as f64 / secs,
+            lat_ns: total.summary(),
+            slat_ns: None,
+            clat_ns: None,
+            cpu: Cpu {
+                usr_pct: cpu_ns.0 as f64 / elapsed_ns.max(1) as f64 * 100.0,
+                sys_pct: cpu_ns.1 as f64 / elapsed_ns.max(1) as f64 * 100.0,
+                usr_ns: cpu_ns.0,
+                sys_ns: cpu_ns.1,
+                per_io_ns: per_io((cpu_ns.0 + cpu_ns.1) as f64),
+            },
+            ctx_switches: CtxSwitches { voluntary: 0, involuntary: 0, total: 0, per_io: 0.0, source: "sched_switch" },
+            trace: None,
+            partial: crate::loadgen::stopped(),
+            ctx_switches_getrusage: None,
+            outside_phases_ns: None,
+            irq_vectors: Vec::new(),
+        }
+    }
+
     /// Adds what the probes measured; context switches then come from sched_switch.
     pub fn with_trace(mut self, t: crate::aggregate::TraceSummary, irq_vectors: Vec<String>) -> Report {
         let total = t.ctx_voluntary + t.ctx_involuntary;
-        self.ctx_switches_getrusage = Some(self.ctx_switches.clone());
-        self.outside_phases_ns = Some(self.lat_ns.mean as i64 - t.phase_sum_mean_ns as i64);
+        if self.job.is_some() {
+            // The generator's own view, kept to cross-check the probes.
+            self.ctx_switches_getrusage = Some(self.ctx_switches.clone());
+            self.outside_phases_ns = Some(self.lat_ns.mean as i64 - t.phase_sum_mean_ns as i64);
+        }
         self.ctx_switches = CtxSwitches {
             voluntary: t.ctx_voluntary,
             involuntary: t.ctx_involuntary,

@@ -30,34 +30,43 @@ pub fn us(ns: u64) -> String {
 }
 
 pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
-    let j = &r.job;
-    let t = &r.target;
-    let stop = match j.stop {
-        Stop::Runtime(d) => format!("{}s time-based", d.as_secs_f64()),
-        Stop::Ios(n) => format!("for {n} I/Os"),
-    };
-    writeln!(
-        w,
-        "iopath run: {} {} {} qd{}{} x{} job(s), {}, {}",
-        j.engine,
-        j.rw,
-        fmt_bytes(j.bs as u64),
-        j.qd,
-        uring_flags(r),
-        j.jobs,
-        if j.direct { "O_DIRECT" } else { "buffered" },
-        stop
-    )?;
-    let disk = t.disk.as_deref().map(|d| format!(" on {d}")).unwrap_or_default();
-    writeln!(
-        w,
-        "  target  {} ({}{}, {} used), kernel {}",
-        t.path.display(),
-        t.fs_type,
-        disk,
-        fmt_bytes(t.size),
-        r.system.kernel
-    )?;
+    match (&r.job, &r.target, &r.process) {
+        (Some(j), Some(t), _) => {
+            let stop = match j.stop {
+                Stop::Runtime(d) => format!("{}s time-based", d.as_secs_f64()),
+                Stop::Ios(n) => format!("for {n} I/Os"),
+            };
+            writeln!(
+                w,
+                "iopath run: {} {} {} qd{}{} x{} job(s), {}, {}",
+                j.engine,
+                j.rw,
+                fmt_bytes(j.bs as u64),
+                j.qd,
+                uring_flags(r),
+                j.jobs,
+                if j.direct { "O_DIRECT" } else { "buffered" },
+                stop
+            )?;
+            let disk = t.disk.as_deref().map(|d| format!(" on {d}")).unwrap_or_default();
+            writeln!(
+                w,
+                "  target  {} ({}{}, {} used), kernel {}",
+                t.path.display(),
+                t.fs_type,
+                disk,
+                fmt_bytes(t.size),
+                r.system.kernel
+            )?;
+        }
+        (_, _, Some(p)) => {
+            writeln!(w, "iopath trace: pid {} ({}), kernel {}", p.pid, p.command, r.system.kernel)?;
+            if let Some(code) = p.exit_code {
+                writeln!(w, "  exited with status {code}")?;
+            }
+        }
+        _ => writeln!(w, "iopath report, kernel {}", r.system.kernel)?,
+    }
     for warn in &r.warnings {
         writeln!(w, "  WARNING {warn}")?;
     }
@@ -87,9 +96,13 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     };
     match &r.slat_ns {
         Some(s) => row(w, "slat", s)?,
+        None if r.job.is_none() => writeln!(w, "    {:<10}{:>9}", "slat", "n/a (another process)")?,
         None => writeln!(w, "    {:<10}{:>9}", "slat", "n/a (synchronous engine)")?,
     }
-    row(w, "clat", &r.clat_ns)?;
+    match &r.clat_ns {
+        Some(c) => row(w, "clat", c)?,
+        None => writeln!(w, "    {:<10}{:>9}", "clat", "n/a (another process: lat is syscall entry to reap)")?,
+    }
     row(w, "lat", &r.lat_ns)?;
     writeln!(
         w,
@@ -145,10 +158,11 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     let gen = r.lat_ns.mean.max(1) as f64;
     writeln!(
         w,
-        "    {:<16}{:>9}   = {:.1}% of the generator's own mean latency ({} us)",
+        "    {:<16}{:>9}   = {:.1}% of the {} mean latency ({} us)",
         "sum of means",
         us(t.phase_sum_mean_ns),
         t.phase_sum_mean_ns as f64 / gen * 100.0,
+        if r.job.is_some() { "generator's own" } else { "traced syscalls'" },
         us(r.lat_ns.mean)
     )?;
     if let Some(out) = r.outside_phases_ns {
@@ -240,7 +254,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
 }
 
 fn uring_flags(r: &Report) -> String {
-    let j = &r.job;
+    let Some(j) = &r.job else { return String::new() };
     let mut f = String::new();
     for (on, name) in [(j.sqpoll, "+sqpoll"), (j.iopoll, "+iopoll"), (j.fixed_bufs, "+fixedbufs")] {
         if on {
