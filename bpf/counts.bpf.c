@@ -10,18 +10,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "phases.h"
+#include "counters.bpf.h"
 
 #define BLOCK_SOFTIRQ 4
 #define MAX_IRQ 4096
 
 volatile __u32 enabled = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_COUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
 
 /* IRQ numbers of the target device (userspace fills it from sysfs msi_irqs / /proc/interrupts). */
 struct {
@@ -37,16 +31,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } softirq_start SEC(".maps");
-
-static __always_inline void count(enum counter c, __u64 n)
-{
-	__u32 k = c;
-	__u64 *v = bpf_map_lookup_elem(&counters, &k);
-
-	/* Per-CPU, one context per counter: a plain add suffices. */
-	if (v)
-		*v += n;
-}
 
 static __always_inline int on_irq(int irq)
 {

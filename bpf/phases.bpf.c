@@ -14,6 +14,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "phases.h"
+#include "counters.bpf.h"
 #include "hist.bpf.h"
 #include "core_fixes.bpf.h"
 
@@ -83,13 +84,6 @@ struct {
 	__type(value, struct hist);
 } hists SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_COUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
 /* Requests per hardware queue id (NVMe: poll vs irq queues). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -101,16 +95,6 @@ struct {
 /* Makes the skeleton emit these types for the Rust side. */
 struct hist _hist = {};
 struct inflight _inflight = {};
-
-static __always_inline void count(enum counter c, __u64 n)
-{
-	__u32 k = c;
-	__u64 *v = bpf_map_lookup_elem(&counters, &k);
-
-	/* Per-CPU, and each counter is bumped from one kind of context: a plain add suffices. */
-	if (v)
-		*v += n;
-}
 
 static __always_inline void record(enum phase p, __u64 v)
 {

@@ -8,27 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}
-IOPATH=${IOPATH:-./target/release/iopath}
-[ -x "$IOPATH" ] || cargo build --release --locked
-W=$(mktemp -d /var/tmp/iopath-overhead.XXXXXX)
-LOOP=""
-cleanup() {
-  [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
-  umount "$W/tmpfs" 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
-"$IOPATH" run --file "$W/file.dat" --size 1g --ios 1 >/dev/null 2>&1
-mkdir -p "$W/tmpfs"; mount -t tmpfs -o size=600m tmpfs "$W/tmpfs"
-truncate -s 512m "$W/tmpfs/backing"; LOOP=$(losetup -f --show "$W/tmpfs/backing")
+. scripts/bench-lib.sh
 
 one() { # cmd kind target engine qd -> "iops lost"
   local cmd=$1 kind=$2 t=$3 eng=$4 qd=$5 flag; [ "$kind" = file ] && flag=--file || flag=--device
   "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" --json - 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1))'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 printf '%-6s %-6s %4s %12s %12s %8s %10s %10s\n' target engine qd untraced traced ratio lost_max correlated
 for kind in file loop; do

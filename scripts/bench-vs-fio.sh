@@ -6,21 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-3}; QDS=${3:-"1 32 128"}
-IOPATH=${IOPATH:-./target/release/iopath}
-[ -x "$IOPATH" ] || cargo build --release --locked
-W=$(mktemp -d /var/tmp/iopath-bench.XXXXXX)
-LOOP=""
-cleanup() {
-  [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
-  umount "$W/tmpfs" 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
-# Targets: a 1 GiB file on the root fs (laid out by iopath), and a tmpfs-backed loop device.
-"$IOPATH" run --file "$W/file.dat" --size 1g --ios 1 >/dev/null
-mkdir -p "$W/tmpfs"; mount -t tmpfs -o size=1100m tmpfs "$W/tmpfs"
-truncate -s 1g "$W/tmpfs/backing"; LOOP=$(losetup -f --show "$W/tmpfs/backing")
+. scripts/bench-lib.sh
 
 # One run -> "iops cpu_ns_per_io"
 run_fio() { # target engine qd
@@ -33,12 +19,13 @@ print(r["iops"], (j["usr_cpu"]+j["sys_cpu"])/100*secs*1e9/max(r["total_ios"],1))
 }
 run_iopath() {
   local kind=$1 t=$2 eng=$3 qd=$4 flag; [ "$kind" = file ] && flag=--file || flag=--device
-  "$IOPATH" run $flag "$t" --engine "$eng" --qd "$qd" --bs 4k --rw randread --runtime "${RUNTIME}s" --json - |
+  "$IOPATH" run $flag "$t" --engine "$eng" --qd "$qd" --bs 4k --rw randread --runtime "${RUNTIME}s" --json - 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r["cpu"]["per_io_ns"])'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-printf '%-6s %-6s %4s %10s %10s %7s %12s %12s %7s\n' target engine qd fio_iops iopath_iops ratio fio_cpu/io iopath_cpu/io ratio
+# ratio: of the medians; pairs: min-max of the per-run ratios (run r of iopath / run r of fio),
+# which shows how much of a difference is this VM's noise.
+printf '%-6s %-6s %4s %10s %10s %7s %13s %12s %12s %7s\n' target engine qd fio_iops iopath_iops ratio pairs fio_cpu/io iopath_cpu/io ratio
 for kind in file loop; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in uring aio; do
@@ -51,8 +38,9 @@ for kind in file loop; do
       done
       fi=$(cut -d' ' -f1 "$W/fio" | median); ii=$(cut -d' ' -f1 "$W/iop" | median)
       fc=$(cut -d' ' -f2 "$W/fio" | median); ic=$(cut -d' ' -f2 "$W/iop" | median)
-      awk -v k=$kind -v e=$eng -v q=$qd -v fi="$fi" -v ii="$ii" -v fc="$fc" -v ic="$ic" 'BEGIN {
-        printf "%-6s %-6s %4d %10.0f %10.0f %6.2fx %10.0fns %10.0fns %6.2fx\n", k, e, q, fi, ii, ii/fi, fc, ic, ic/fc }'
+      pr=$(paste -d' ' <(cut -d' ' -f1 "$W/iop") <(cut -d' ' -f1 "$W/fio") | awk '{print $1/$2}' | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
+      awk -v k=$kind -v e=$eng -v q=$qd -v fi="$fi" -v ii="$ii" -v fc="$fc" -v ic="$ic" -v pr="$pr" 'BEGIN {
+        printf "%-6s %-6s %4d %10.0f %10.0f %6.2fx %13s %10.0fns %10.0fns %6.2fx\n", k, e, q, fi, ii, ii/fi, pr, fc, ic, ic/fc }'
     done
   done
 done

@@ -82,29 +82,12 @@ impl Hist {
     }
 
     pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
+        mean_of(self.sum as f64, self.count)
     }
 
-    /// The value at rank ceil(q * count), as fio computes percentiles; the bucket's midpoint,
-    /// clamped to the exact min and max.
+    /// The value at rank ceil(q * count), as fio computes percentiles.
     pub fn quantile(&self, q: f64) -> u64 {
-        if self.count == 0 {
-            return 0;
-        }
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                let (lo, width) = bucket_range(i);
-                return (lo + (width - 1) / 2).clamp(self.min, self.max);
-            }
-        }
-        self.max
+        quantile_of(self.counts.iter().copied().enumerate(), SUB_BITS, q, self.min, self.max)
     }
 
     pub fn summary(&self) -> LatSummary {
@@ -118,6 +101,41 @@ impl Hist {
             p999: self.quantile(0.999),
             max: self.max,
         }
+    }
+}
+
+/// The value at rank ceil(q * n) of a log-linear histogram given as (bucket, count) in bucket
+/// order, with 2^`sub_bits` buckets per power of two: the bucket's midpoint, clamped to the exact
+/// min and max. One definition for the generator's and the kernel's histograms.
+pub fn quantile_of(
+    buckets: impl Iterator<Item = (usize, u64)> + Clone,
+    sub_bits: u32,
+    q: f64,
+    min: u64,
+    max: u64,
+) -> u64 {
+    let n: u64 = buckets.clone().map(|(_, c)| c).sum();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut seen = 0;
+    for (i, c) in buckets {
+        seen += c;
+        if seen >= rank {
+            let (lo, width) = bucket_range_with(i, sub_bits);
+            return (lo + (width - 1) / 2).clamp(min, max.max(min));
+        }
+    }
+    max
+}
+
+/// Mean of `sum` over `count`, 0 for an empty distribution.
+pub fn mean_of(sum: f64, count: u64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        sum / count as f64
     }
 }
 

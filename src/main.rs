@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     iopath::loadgen::stop_on_signals();
     let res = match cli.cmd {
         Command::Run(a) => run(a),
-        Command::Trace(a) => trace_cmd(a),
+        Command::Trace(a) => trace_cmd(a, cli.verbose),
         Command::Doctor(a) => doctor_cmd(a),
     };
     match res {
@@ -33,7 +33,7 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
+fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     use iopath::trace::External;
     let external = match (a.pid, a.command.is_empty()) {
         (Some(pid), _) => Some(External::Pid(pid)),
@@ -44,6 +44,15 @@ fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
         Some(what) => iopath::trace::run_external(what, a.duration, a.raw_tp, a.prog_stats)?,
         None => iopath::trace::run(&a.job.to_job()?, a.raw_tp, a.prog_stats)?,
     };
+    if verbose {
+        // What was attached, and how, on this kernel.
+        for p in rep.trace.iter().flat_map(|t| &t.probes) {
+            match &p.error {
+                None => eprintln!("iopath: probe {:<36} {} (recursion misses {})", p.name, p.via, p.recursion_misses),
+                Some(e) => eprintln!("iopath: probe {:<36} not attached: {e}", p.name),
+            }
+        }
+    }
     if let Some(e) = iopath::trace::command_failed(&rep).filter(|_| rep.ios == 0) {
         // Nothing ran worth reporting.
         return Err(e);

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{bucket_range_with, LatSummary};
+use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
@@ -90,29 +90,14 @@ impl BpfHist {
     }
 
     pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
+        mean_of(self.sum as f64, self.count)
     }
 
-    /// The value at rank ceil(q * n): the slot's midpoint, clamped to the exact max.
+    /// The value at rank ceil(q * n) (see `hist::quantile_of`); the minimum is the first
+    /// non-empty slot's lower bound.
     pub fn quantile(&self, q: f64) -> u64 {
-        let n: u64 = self.slots.iter().map(|&(_, c)| c).sum();
-        if n == 0 {
-            return 0;
-        }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
-        for &(s, c) in &self.slots {
-            seen += c;
-            if seen >= rank {
-                let (lo, w) = bucket_range_with(s as usize, HIST_SUB_BITS);
-                return (lo + (w - 1) / 2).min(self.max.max(lo));
-            }
-        }
-        self.max
+        let min = self.slots.first().map_or(0, |&(s, _)| bucket_range_with(s as usize, HIST_SUB_BITS).0);
+        quantile_of(self.slots.iter().map(|&(s, c)| (s as usize, c)), HIST_SUB_BITS, q, min, self.max)
     }
 
     pub fn summary(&self) -> LatSummary {

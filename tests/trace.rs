@@ -12,12 +12,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn trace_json(args: &[&str]) -> serde_json::Value {
-    let mut a = vec!["trace"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["--json", "-"]);
-    let out = iopath(&a);
-    assert!(out.status.success(), "iopath {a:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("valid JSON report")
+    json_of("trace", args)
 }
 
 fn interrupts(irqs: &[u32]) -> u64 {

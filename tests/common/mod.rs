@@ -28,7 +28,12 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// `iopath run ... --json -`, parsed; panics with iopath's stderr when it fails.
 pub fn run_json(args: &[&str]) -> serde_json::Value {
-    let mut a = vec!["run"];
+    json_of("run", args)
+}
+
+/// `iopath <cmd> ... --json -`, parsed; panics with iopath's stderr when it fails.
+pub fn json_of(cmd: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = vec![cmd];
     a.extend_from_slice(args);
     a.extend_from_slice(&["--json", "-"]);
     let out = iopath(&a);
