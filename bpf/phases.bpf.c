@@ -20,8 +20,8 @@
 
 /* Process to trace; 0 = every process. */
 const volatile __u32 targ_tgid = 0;
-/* A thread of that process not to count (the tracer's own, when it runs the generator). */
-const volatile __u32 targ_exclude_tid = 0;
+/* Emit one io_record per reaped I/O into `events`. */
+const volatile bool targ_events = false;
 /* bi_end_io of the direct-I/O paths whose bio leads back to the kiocb (from /proc/kallsyms). */
 const volatile __u64 targ_iomap_end_io = 0;
 const volatile __u64 targ_blkdev_end_io = 0;
@@ -40,11 +40,9 @@ struct task_ctx {
 	__u32 mode;
 	__u32 in_submit;
 	__u32 nposted;
-	__u32 in_sys;	  /* inside a traced submit/reap syscall */
-	__u64 preempt_ts; /* preempted outside a syscall at this time */
-	__u64 posted_ts[REAP_MAX];
-	__u64 complete_ts[REAP_MAX];
-	__u64 submit_ts[REAP_MAX];
+	__u32 in_sys;			    /* inside a traced submit/reap syscall */
+	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
+	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
 };
 
 struct {
@@ -60,6 +58,20 @@ struct {
 	__type(key, __u64);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
+
+/* Threads of the traced process that are iopath's own (the tracer, the event poller). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} excluded_tids SEC(".maps");
+
+/* --events: sized by userspace (a page when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
 
 /* Processes of a traced tree (`iopath trace -- CMD`, `--pid`): seeded by userspace, grown on fork.
  */
@@ -95,6 +107,7 @@ struct {
 /* Makes the skeleton emit these types for the Rust side. */
 struct hist _hist = {};
 struct inflight _inflight = {};
+struct io_record _io_record = {};
 
 static __always_inline void record(enum phase p, __u64 v)
 {
@@ -149,15 +162,26 @@ struct reap_ctx {
 	__u64 now;
 };
 
+/* The end of an I/O's trip: it is reaped at `now`. */
+static __always_inline void emit(struct io_record *r, __u64 now)
+{
+	r->reap_ts = now;
+	/* No wakeup per record: userspace drains every 20 ms (a wakeup per I/O costs ~25%). */
+	if (targ_events && bpf_ringbuf_output(&events, r, sizeof(*r), BPF_RB_NO_WAKEUP))
+		count(C_RB_DROPS, 1);
+}
+
 static long reap_one(__u64 i, struct reap_ctx *c)
 {
-	struct task_ctx *t = c->t;
+	struct io_record *r;
 
 	if (i >= REAP_MAX)
 		return 1;
-	record(PH_REAP, c->now - t->posted_ts[i]);
-	record(PH_COMPLETION, c->now - t->complete_ts[i]);
-	record(PH_TOTAL, c->now - t->submit_ts[i]);
+	r = &c->t->pending[i];
+	record(PH_REAP, c->now - r->posted_ts);
+	record(PH_COMPLETION, c->now - r->complete_ts);
+	record(PH_TOTAL, c->now - r->submit_ts);
+	emit(r, c->now);
 	return 0;
 }
 
@@ -256,6 +280,19 @@ static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 	record(PH_REAP, c->now - d->complete_ts);
 	record(PH_COMPLETION, c->now - d->complete_ts);
 	record(PH_TOTAL, c->now - d->submit_ts);
+	if (targ_events) {
+		struct io_record r = {
+		    .tag = key.tag,
+		    .submit_ts = d->submit_ts,
+		    .queue_ts = d->queue_ts,
+		    .issue_ts = d->issue_ts,
+		    .complete_ts = d->complete_ts,
+		    .tgid = key.tgid,
+		    .mode = MODE_AIO,
+		};
+
+		emit(&r, c->now);
+	}
 	bpf_map_delete_elem(&done, &key);
 	c->matched++;
 	return 0;
@@ -357,9 +394,16 @@ static __always_inline int on_uring_complete(void *req)
 	if (t) {
 		n = t->nposted;
 		if (n < REAP_MAX) {
-			t->posted_ts[n] = now;
-			t->complete_ts[n] = d->complete_ts;
-			t->submit_ts[n] = d->submit_ts;
+			struct io_record *r = &t->pending[n];
+
+			r->tag = key.tag;
+			r->submit_ts = d->submit_ts;
+			r->queue_ts = d->queue_ts;
+			r->issue_ts = d->issue_ts;
+			r->complete_ts = d->complete_ts;
+			r->posted_ts = now;
+			r->tgid = tgid;
+			r->mode = MODE_URING;
 			t->nposted = n + 1;
 		} else {
 			count(C_REAP_OVERFLOW, 1);
@@ -493,6 +537,8 @@ static __always_inline bool complete_one(__u64 key, __u64 now)
 		dk.tag = e->tag;
 		dk.tgid = e->tgid;
 		dv.submit_ts = e->submit_ts;
+		dv.queue_ts = e->queue_ts;
+		dv.issue_ts = e->issue_ts;
 		dv.complete_ts = now;
 		if (bpf_map_update_elem(&done, &dk, &dv, BPF_ANY))
 			count(C_DONE_FULL, 1);
@@ -609,15 +655,20 @@ int BPF_PROG(rq_complete_raw, struct request *rq, blk_status_t error, unsigned i
 /* ---- scheduler: context switches, and time the application was runnable but not running ---- */
 
 /* tp_btf hands us BTF task pointers: plain loads, no bpf_probe_read. */
+static __always_inline bool not_ours(__u32 tid)
+{
+	return !bpf_map_lookup_elem(&excluded_tids, &tid);
+}
+
 static __always_inline bool traced_thread(struct task_struct *p)
 {
-	return (targ_tgid || targ_tree) && tgid_traced(p->tgid) && p->pid != targ_exclude_tid;
+	return (targ_tgid || targ_tree) && tgid_traced(p->tgid) && not_ours(p->pid);
 }
 
 static __always_inline bool traced_thread_raw(struct task_struct *p)
 {
 	return (targ_tgid || targ_tree) && tgid_traced(BPF_CORE_READ(p, tgid)) &&
-	       BPF_CORE_READ(p, pid) != targ_exclude_tid;
+	       not_ours(BPF_CORE_READ(p, pid));
 }
 
 /* Children of a traced process are traced too (fio forks its jobs). */

@@ -50,6 +50,7 @@ enum counter {
 	C_PREEMPTED,	     /* traced threads preempted outside a traced syscall */
 	C_PREEMPTED_NS,	     /* ... and the time until they ran again */
 	C_BYTES,	     /* bytes of completed tracked requests */
+	C_RB_DROPS,	     /* --events records the ring buffer had no room for */
 	NR_COUNTERS,
 };
 
@@ -86,7 +87,22 @@ struct done_key {
 
 struct done {
 	__u64 submit_ts;
+	__u64 queue_ts;
+	__u64 issue_ts;
 	__u64 complete_ts;
+};
+
+/* One I/O, end to end (`iopath trace --events`): emitted when it is reaped. */
+struct io_record {
+	__u64 tag;
+	__u64 submit_ts;
+	__u64 queue_ts;
+	__u64 issue_ts;
+	__u64 complete_ts;
+	__u64 posted_ts; /* 0 for aio: it posts inside the device completion */
+	__u64 reap_ts;
+	__u32 tgid;
+	__u32 mode;
 };
 
 #endif /* IOPATH_PHASES_H */

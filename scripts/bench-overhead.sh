@@ -10,26 +10,32 @@ cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}
 . scripts/bench-lib.sh
 
-one() { # cmd kind target engine qd -> "iops lost"
-  local cmd=$1 kind=$2 t=$3 eng=$4 qd=$5 flag; [ "$kind" = file ] && flag=--file || flag=--device
-  "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" --json - 2>/dev/null |
+one() { # mode kind target engine qd -> "iops lost correlated"; mode: run | trace | events
+  local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=(); [ "$kind" = file ] && flag=--file || flag=--device
+  [ "$mode" = run ] && cmd=run
+  [ "$mode" = events ] && extra=(--events)
+  "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" "${extra[@]}" --json - 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1))'
 }
 
-printf '%-6s %-6s %4s %12s %12s %8s %10s %10s\n' target engine qd untraced traced ratio lost_max correlated
+printf '%-6s %-6s %4s %10s %10s %8s %10s %8s %9s %10s\n' target engine qd untraced traced ratio +events ratio lost_max correlated
 for kind in file loop; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
     for qd in $QDS; do
-      : > "$W/u"; : > "$W/t"
+      : > "$W/u"; : > "$W/t"; : > "$W/e"
       for r in $(seq "$REPEAT"); do
-        if ((r % 2)); then one run $kind "$t" $eng $qd >> "$W/u"; one trace $kind "$t" $eng $qd >> "$W/t"
-        else one trace $kind "$t" $eng $qd >> "$W/t"; one run $kind "$t" $eng $qd >> "$W/u"; fi
+        # Rotate the order, so drift on this noisy VM hits every mode alike.
+        case $((r % 3)) in
+          1) one run $kind "$t" $eng $qd >> "$W/u"; one trace $kind "$t" $eng $qd >> "$W/t"; one events $kind "$t" $eng $qd >> "$W/e" ;;
+          2) one trace $kind "$t" $eng $qd >> "$W/t"; one events $kind "$t" $eng $qd >> "$W/e"; one run $kind "$t" $eng $qd >> "$W/u" ;;
+          0) one events $kind "$t" $eng $qd >> "$W/e"; one run $kind "$t" $eng $qd >> "$W/u"; one trace $kind "$t" $eng $qd >> "$W/t" ;;
+        esac
       done
-      u=$(cut -d' ' -f1 "$W/u" | median); tr=$(cut -d' ' -f1 "$W/t" | median)
-      lost=$(cut -d' ' -f2 "$W/t" | sort -g | tail -1); corr=$(cut -d' ' -f3 "$W/t" | median)
-      awk -v k=$kind -v e=$eng -v q=$qd -v u="$u" -v t="$tr" -v l="$lost" -v c="$corr" 'BEGIN {
-        printf "%-6s %-6s %4d %12.0f %12.0f %7.3fx %10d %10.4f\n", k, e, q, u, t, t/u, l, c }'
+      u=$(cut -d' ' -f1 "$W/u" | median); tr=$(cut -d' ' -f1 "$W/t" | median); ev=$(cut -d' ' -f1 "$W/e" | median)
+      lost=$(cat "$W/t" "$W/e" | cut -d' ' -f2 | sort -g | tail -1); corr=$(cut -d' ' -f3 "$W/t" | median)
+      awk -v k=$kind -v e=$eng -v q=$qd -v u="$u" -v t="$tr" -v ev="$ev" -v l="$lost" -v c="$corr" 'BEGIN {
+        printf "%-6s %-6s %4d %10.0f %10.0f %7.3fx %10.0f %7.3fx %9d %10.4f\n", k, e, q, u, t, t/u, ev, ev/u, l, c }'
     done
   done
 done

@@ -53,6 +53,8 @@ pub struct Lost {
     pub dropped: u64,
     /// Sum of the programs' recursion_misses: events the kernel did not deliver to BPF.
     pub recursion_misses: u64,
+    /// `--events` records the ring buffer had no room for.
+    pub ring_drops: u64,
     pub total: u64,
 }
 
@@ -86,6 +88,9 @@ pub struct TraceSummary {
     /// (hardware queue id, requests).
     pub hw_queues: Vec<(u32, u64)>,
     pub probes: Vec<crate::model::ProbeStatus>,
+    /// `--events`: records received (one per reaped I/O), when on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
 }
 
 fn stats(h: &crate::model::BpfHist) -> PhaseStats {
@@ -132,6 +137,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
             + raw.counter(Counter::DoneFull)
             + raw.counter(Counter::ReapOverflow),
         recursion_misses: raw.probes.iter().map(|p| p.recursion_misses).sum(),
+        ring_drops: raw.counter(Counter::RbDrops),
         total: 0,
     };
     lost.total = lost.untagged_bios
@@ -139,7 +145,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         + lost.never_reaped
         + lost.reaped_unmatched
         + lost.dropped
-        + lost.recursion_misses;
+        + lost.recursion_misses
+        + lost.ring_drops;
     TraceSummary {
         phases,
         correlated_fraction: if ios == 0 { 0.0 } else { (reaped.min(ios)) as f64 / ios as f64 },
@@ -157,5 +164,6 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
         hw_queues: raw.hw_queues.clone(),
         probes: raw.probes.clone(),
+        events: raw.events_received,
     }
 }

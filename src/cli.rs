@@ -39,6 +39,18 @@ pub enum Command {
     Trace(TraceArgs),
     /// Check what this machine can trace: privileges, BTF, tracepoints, attach kinds, devices, IOMMU.
     Doctor(DoctorArgs),
+    /// Re-read what a trace kept: per-I/O phases from an --events-out file.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// An events file written by 'iopath trace --events-out FILE'.
+    #[arg(long, value_name = "FILE")]
+    pub events: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -58,6 +70,12 @@ pub struct TraceArgs {
     /// Time every BPF program run (kernel BPF stats) and show what each probe costs per I/O.
     #[arg(long)]
     pub prog_stats: bool,
+    /// Also stream one record per I/O through a ring buffer (counted; kept with --events-out).
+    #[arg(long)]
+    pub events: bool,
+    /// Keep the per-I/O records in this file (implies --events); read it with 'iopath report --events'.
+    #[arg(long, value_name = "FILE")]
+    pub events_out: Option<PathBuf>,
     /// Trace this running process (and what it forks) instead of the bundled generator.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<u32>,

@@ -3,6 +3,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod doctor;
+pub mod events;
 pub mod hist;
 pub mod job;
 pub mod loadgen;

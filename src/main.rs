@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, DoctorArgs, RunArgs, TraceArgs};
+use iopath::cli::{Cli, Command, DoctorArgs, ReportArgs, RunArgs, TraceArgs};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run(a),
         Command::Trace(a) => trace_cmd(a, cli.verbose),
         Command::Doctor(a) => doctor_cmd(a),
+        Command::Report(a) => report_cmd(a),
     };
     match res {
         Ok(code) => code,
@@ -40,9 +41,15 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, false) => Some(External::Command(a.command.clone())),
         (None, true) => None,
     };
+    let flags = iopath::trace::TraceFlags {
+        force_raw_tp: a.raw_tp,
+        prog_stats: a.prog_stats,
+        events: a.events,
+        events_out: a.events_out.clone(),
+    };
     let (rep, raw) = match external {
-        Some(what) => iopath::trace::run_external(what, a.duration, a.raw_tp, a.prog_stats)?,
-        None => iopath::trace::run(&a.job.to_job()?, a.raw_tp, a.prog_stats)?,
+        Some(what) => iopath::trace::run_external(what, a.duration, &flags)?,
+        None => iopath::trace::run(&a.job.to_job()?, &flags)?,
     };
     if verbose {
         // What was attached, and how, on this kernel.
@@ -102,4 +109,17 @@ fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
         doctor::render_text(&d, &mut out)?;
     }
     Ok(if d.tracing_possible { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
+    let f = std::fs::File::open(&a.events).with_context(|| format!("opening {}", a.events.display()))?;
+    let s = iopath::events::summarize(&mut std::io::BufReader::new(f))?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &s)?;
+        writeln!(out)?;
+    } else {
+        iopath::events::render_text(&s, &mut out)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 9;
-pub const NR_COUNTERS: usize = 19;
+pub const NR_COUNTERS: usize = 20;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +47,7 @@ pub enum Counter {
     Preempted,
     PreemptedNs,
     Bytes,
+    RbDrops,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -159,6 +160,8 @@ pub struct RawTrace {
     pub stuck_inflight: u64,
     /// Completed I/Os never seen posted or reaped.
     pub stuck_done: u64,
+    /// `--events`: records received from the ring buffer (None when off).
+    pub events_received: Option<u64>,
 }
 
 impl RawTrace {

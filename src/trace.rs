@@ -28,7 +28,16 @@ pub fn check_can_trace(roots: &SysRoots) -> Result<()> {
 
 /// Prepares the target untraced (file layout is not the workload), then runs the job with every
 /// probe attached and returns the report and the probes' raw data.
-pub fn run(job: &Job, force_raw_tp: bool, prog_stats: bool) -> Result<(Report, RawTrace)> {
+/// How to trace, beyond what to trace.
+#[derive(Clone, Debug, Default)]
+pub struct TraceFlags {
+    pub force_raw_tp: bool,
+    pub prog_stats: bool,
+    pub events: bool,
+    pub events_out: Option<std::path::PathBuf>,
+}
+
+pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let target = loadgen::prepare(job)?;
@@ -38,11 +47,13 @@ pub fn run(job: &Job, force_raw_tp: bool, prog_stats: bool) -> Result<(Report, R
     let opts = TraceOpts {
         // SAFETY: getpid/gettid have no preconditions.
         tgid: unsafe { libc::getpid() } as u32,
-        exclude_tid: unsafe { libc::gettid() } as u32,
+        exclude_tids: vec![unsafe { libc::gettid() } as u32],
         irqs,
-        force_raw_tp,
-        prog_stats,
+        force_raw_tp: flags.force_raw_tp,
+        prog_stats: flags.prog_stats,
         tree: Vec::new(),
+        events: flags.events || flags.events_out.is_some(),
+        events_out: flags.events_out.clone(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -91,12 +102,7 @@ fn command_line(pid: u32) -> String {
 }
 
 /// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
-pub fn run_external(
-    what: External,
-    duration: Option<Duration>,
-    force_raw_tp: bool,
-    prog_stats: bool,
-) -> Result<(Report, RawTrace)> {
+pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let (irqs, irq_names) = all_disk_irqs(&roots);
@@ -140,7 +146,16 @@ pub fn run_external(
             (child.id(), Some(wr))
         }
     };
-    let opts = TraceOpts { tgid: 0, exclude_tid: 0, irqs, force_raw_tp, prog_stats, tree: vec![pid] };
+    let opts = TraceOpts {
+        tgid: 0,
+        exclude_tids: Vec::new(),
+        irqs,
+        force_raw_tp: flags.force_raw_tp,
+        prog_stats: flags.prog_stats,
+        tree: vec![pid],
+        events: flags.events || flags.events_out.is_some(),
+        events_out: flags.events_out.clone(),
+    };
     let cpu_before = match &what {
         External::Pid(_) => proc_cpu(pid).unwrap_or((0, 0)),
         External::Command(_) => (0, 0),

@@ -229,3 +229,40 @@ fn ctrl_c_mid_trace_detaches_and_writes_a_partial_report() {
     assert!(r["ios"].as_u64().unwrap() > 0);
     assert!(std::fs::read_to_string(out_dir.join("report.txt")).unwrap().contains("PARTIAL"));
 }
+
+#[test]
+fn events_stream_one_record_per_io_and_read_back_agrees() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-events");
+    let f = d.join("t.dat");
+    let ev = d.join("events.bin");
+    let r = trace_json(&[
+        "--engine",
+        "aio",
+        "--qd",
+        "16",
+        "--file",
+        f.to_str().unwrap(),
+        "--size",
+        "32m",
+        "--runtime",
+        "2s",
+        "--events-out",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(r["lost_events"]["ring_drops"].as_u64(), Some(0), "BPF_RB_NO_WAKEUP + 20 ms drain keeps up");
+    let reaped = r["phases"]["total"]["count"].as_u64().unwrap();
+    assert_eq!(r["events"].as_u64(), Some(reaped), "one record per reaped I/O");
+    let out = iopath(&["report", "--events", ev.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["records"].as_u64(), Some(reaped));
+    assert_eq!(s["inconsistent"].as_u64(), Some(0));
+    // The same I/Os, aggregated in userspace from records vs in the kernel's histograms.
+    for (rec, hist) in [("device", "device"), ("completion", "completion"), ("total", "total")] {
+        let a = s[rec]["mean"].as_f64().unwrap();
+        let b = r["phases"][hist]["mean_ns"].as_f64().unwrap();
+        assert!((a - b).abs() / b < 0.01, "{rec}: records say {a} ns, histograms {b} ns");
+    }
+}

@@ -2,12 +2,15 @@
 //! -> run the workload -> disable -> read the maps -> detach. The workload runs inside `trace`'s
 //! closure, so links cannot outlive it and nothing stays attached after an error.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, ProgramMut, TracepointCategory};
+use libbpf_rs::{Link, MapCore, MapFlags, ProgramMut, RingBufferBuilder, TracepointCategory};
 
 use super::counts_skel::CountsSkelBuilder;
 use super::phases_skel::PhasesSkelBuilder;
@@ -19,8 +22,8 @@ use crate::model::{BpfHist, ProbeStatus, RawTrace, NR_COUNTERS, NR_PHASES};
 pub struct TraceOpts {
     /// Process to trace (0 = all).
     pub tgid: u32,
-    /// Thread whose context switches do not count (the tracer's own, when it runs the generator).
-    pub exclude_tid: u32,
+    /// iopath's own threads inside the traced process (their context switches do not count).
+    pub exclude_tids: Vec<u32>,
     /// IRQ numbers of the target device's vectors.
     pub irqs: Vec<u32>,
     /// raw_tp instead of tp_btf for the tracepoint programs.
@@ -29,7 +32,15 @@ pub struct TraceOpts {
     pub prog_stats: bool,
     /// Trace these processes and every process they fork (instead of `tgid` alone).
     pub tree: Vec<u32>,
+    /// One record per reaped I/O through a ring buffer (drained every 20 ms)...
+    pub events: bool,
+    /// ...kept in this file (`iopath.events/1`) when given.
+    pub events_out: Option<std::path::PathBuf>,
 }
+
+/// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
+/// fastest rate, against a 20 ms drain.
+const EVENTS_RING_BYTES: u32 = 16 << 20;
 
 /// One hook: its name in reports, whether tracing is pointless without it, and the program
 /// chosen for it on this kernel (None: the kernel lacks the tracepoint).
@@ -58,7 +69,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     {
         let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
         ro.targ_tgid = opts.tgid;
-        ro.targ_exclude_tid = opts.exclude_tid;
+        ro.targ_events = opts.events;
         ro.targ_tree = !opts.tree.is_empty();
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
@@ -88,8 +99,18 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         p.aio_pgetevents_enter.set_autoload(sys("sys_enter_io_pgetevents"));
         p.aio_pgetevents_exit.set_autoload(sys("sys_exit_io_pgetevents"));
     }
+    if opts.events {
+        p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
+    }
     super::log::clear();
     let mut phases = p_open.load().map_err(|e| load_error("phases", e))?;
+    for tid in &opts.exclude_tids {
+        phases
+            .maps
+            .excluded_tids
+            .update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .context("excluding iopath's threads")?;
+    }
     for tgid in &opts.tree {
         phases
             .maps
@@ -315,10 +336,72 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     } else {
         -1
     };
-    // Counting starts only once every link exists, so attach order cannot skew the numbers.
-    set_enabled(&mut phases, &mut counts, 1);
-    let result = workload();
-    set_enabled(&mut phases, &mut counts, 0);
+    // The `enabled` flags, written through raw pointers so the ring buffer (which borrows the
+    // maps) and the switch can coexist.
+    let enabled: [*mut u32; 2] = [
+        phases.maps.bss_data.as_deref_mut().map_or(std::ptr::null_mut(), |b| &mut b.enabled as *mut u32),
+        counts.maps.bss_data.as_deref_mut().map_or(std::ptr::null_mut(), |b| &mut b.enabled as *mut u32),
+    ];
+    let set_enabled = |on: u32| {
+        for p in enabled.iter().filter(|p| !p.is_null()) {
+            // SAFETY: the pointers are into the mmaped .bss of skeletons that outlive this call.
+            unsafe { std::ptr::write_volatile(*p, on) };
+        }
+    };
+    let received = AtomicU64::new(0);
+    let stop_poll = AtomicBool::new(false);
+    let mut result = None;
+    std::thread::scope(|s| -> Result<()> {
+        let poller = if opts.events {
+            let mut sink = match &opts.events_out {
+                Some(p) => {
+                    let mut f = BufWriter::with_capacity(
+                        1 << 20,
+                        File::create(p).with_context(|| format!("creating {}", p.display()))?,
+                    );
+                    crate::events::write_header(&mut f)?;
+                    Some(f)
+                }
+                None => None,
+            };
+            let received = &received;
+            let mut b = RingBufferBuilder::new();
+            b.add(&phases.maps.events, move |data: &[u8]| {
+                received.fetch_add(1, Ordering::Relaxed);
+                if let Some(f) = sink.as_mut() {
+                    // A full disk must not stop the trace; the record count tells what was kept.
+                    let _ = f.write_all(data);
+                }
+                0
+            })?;
+            let rb = b.build()?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let stop = &stop_poll;
+            let h = s.spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tx.send(unsafe { libc::gettid() } as u32);
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = rb.poll(std::time::Duration::from_millis(20));
+                }
+                let _ = rb.consume();
+            });
+            let tid: u32 = rx.recv().context("starting the events poller")?;
+            phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+            Some(h)
+        } else {
+            None
+        };
+        // Counting starts only once every link exists, so attach order cannot skew the numbers.
+        set_enabled(1);
+        result = Some(workload());
+        set_enabled(0);
+        stop_poll.store(true, Ordering::Relaxed);
+        if let Some(h) = poller {
+            h.join().map_err(|_| anyhow!("the events poller panicked"))?;
+        }
+        Ok(())
+    })?;
+    let result = result.ok_or_else(|| anyhow!("the workload did not run"))?;
 
     for p in probes.iter_mut().filter(|p| p.attached) {
         if let Some(info) = prog_info(p.prog_fd) {
@@ -331,22 +414,10 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         // SAFETY: closing the fd bpf_enable_stats returned.
         unsafe { libc::close(stats_fd) };
     }
-    let raw = read_raw(&phases, &counts, probes)?;
+    let mut raw = read_raw(&phases, &counts, probes)?;
+    raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
     drop(links);
     Ok((result?, raw))
-}
-
-fn set_enabled(
-    phases: &mut super::phases_skel::PhasesSkel<'_>,
-    counts: &mut super::counts_skel::CountsSkel<'_>,
-    on: u32,
-) {
-    if let Some(b) = phases.maps.bss_data.as_deref_mut() {
-        b.enabled = on;
-    }
-    if let Some(b) = counts.maps.bss_data.as_deref_mut() {
-        b.enabled = on;
-    }
 }
 
 fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {

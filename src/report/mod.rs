@@ -1,7 +1,7 @@
 //! The run report: one struct (`iopath.report/1`), built from a finished run, rendered as text or
 //! JSON. Later reports (trace, compare) extend it with more keys; existing keys keep their meaning.
 
-mod text;
+pub mod text;
 
 use serde::Serialize;
 
