@@ -28,6 +28,8 @@ pub struct Doctor {
     pub block_devices: Vec<BlockQueue>,
     pub nvme_poll_queues: Option<u32>,
     pub iommu: IommuState,
+    /// What `iopath trace` will attach on this kernel, and how (hook, kind).
+    pub trace_plan: Vec<(String, String)>,
     /// Why tracing cannot work here, each with the fix. Empty = it can.
     pub problems: Vec<String>,
     /// Things that work but limit what iopath shows.
@@ -91,6 +93,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         notes.push("no IOMMU groups: DMA is untranslated, iommu map/unmap will count 0".into());
     }
     let tracing_possible = problems.is_empty();
+    let trace_plan = plan(&tracepoints, ok(AttachKind::TpBtf));
     Doctor {
         schema: "iopath.doctor/1",
         kernel: sysconf::kernel_release(roots),
@@ -106,10 +109,37 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         block_devices: sysconf::block_devices(roots),
         nvme_poll_queues: sysconf::nvme_poll_queues(roots),
         iommu,
+        trace_plan,
         problems,
         notes,
         tracing_possible,
     }
+}
+
+/// The same choice probe/session.rs makes: BTF-typed programs where tp_btf works, raw_tp
+/// otherwise; syscalls and iommu/dma through classic tracepoints; absent tracepoints skipped.
+fn plan(tps: &[TracepointStatus], tp_btf: bool) -> Vec<(String, String)> {
+    let typed = if tp_btf { "tp_btf" } else { "raw_tp" };
+    tps.iter()
+        .map(|t| {
+            let how = if !t.present {
+                "skipped (not on this kernel)"
+            } else if t.name.starts_with("syscalls:") || t.name.starts_with("iommu:") || t.name.starts_with("dma:") {
+                "tracepoint"
+            } else if t.name == "irq:irq_handler_exit"
+                || t.name.starts_with("block:block_getrq")
+                || t.name.starts_with("block:block_rq_insert")
+                || t.name.starts_with("block:block_io_")
+            {
+                "not attached (inside a phase)"
+            } else if t.name.starts_with("nvme:") {
+                "tp_btf (module BTF)"
+            } else {
+                typed
+            };
+            (t.name.clone(), how.to_owned())
+        })
+        .collect()
 }
 
 fn yes(b: bool) -> &'static str {
@@ -144,14 +174,15 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             Some(e) => writeln!(w, "    {:<11} FAILED  {e}", a.kind.name())?,
         }
     }
-    writeln!(w, "\n  tracepoints:")?;
+    writeln!(w, "\n  tracepoints (and how 'iopath trace' attaches each here):")?;
     for t in &d.tracepoints {
         let mark = match (t.present, t.required) {
             (true, _) => "present",
             (false, true) => "MISSING",
             (false, false) => "absent ",
         };
-        writeln!(w, "    {mark}  {:<34} {}", t.name, t.used_for)?;
+        let how = d.trace_plan.iter().find(|(n, _)| *n == t.name).map_or("", |(_, h)| h.as_str());
+        writeln!(w, "    {mark}  {:<34} {:<30} {}", t.name, how, t.used_for)?;
     }
     writeln!(w, "\n  block devices:")?;
     writeln!(

@@ -380,8 +380,11 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             let h = s.spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 let _ = tx.send(unsafe { libc::gettid() } as u32);
+                // Records come without wakeups (BPF_RB_NO_WAKEUP), so epoll never reports the ring
+                // ready and poll() would drain nothing: consume on a 20 ms timer instead.
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = rb.poll(std::time::Duration::from_millis(20));
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    let _ = rb.consume();
                 }
                 let _ = rb.consume();
             });
