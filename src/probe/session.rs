@@ -231,12 +231,6 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         },
         Hook {
-            name: "sched:sched_process_fork",
-            required: false,
-            prog: (!opts.tree.is_empty()).then_some(&pp.process_fork),
-            tracepoint: None,
-        },
-        Hook {
             name: "nvme:nvme_setup_cmd",
             required: false,
             prog: nvme.then_some(&pp.nvme_setup_cmd),
@@ -292,6 +286,16 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         },
     ];
 
+    let mut hooks = hooks;
+    if !opts.tree.is_empty() {
+        // Only a process tree needs its forks followed.
+        hooks.push(Hook {
+            name: "sched:sched_process_fork",
+            required: false,
+            prog: Some(&pp.process_fork),
+            tracepoint: None,
+        });
+    }
     let mut links: Vec<Link> = Vec::new();
     let mut probes = Vec::new();
     let skip: Vec<String> = std::env::var("IOPATH_SKIP").unwrap_or_default().split(',').map(str::to_owned).collect();
