@@ -8,10 +8,6 @@ use crate::probe::features::{self, AttachKind, AttachResult, TracepointStatus};
 use crate::probe::tracefs::Tracefs;
 use crate::sysconf::{self, BlockQueue, IommuState, SysRoots};
 
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
-const CAP_BPF: u32 = 39;
-
 #[derive(Debug, Serialize)]
 pub struct Doctor {
     pub schema: &'static str,
@@ -38,12 +34,8 @@ pub struct Doctor {
 }
 
 pub fn examine(roots: &SysRoots) -> Doctor {
-    let caps = sysconf::effective_caps(roots);
-    let has = |c: u32| caps & (1u64 << c) != 0;
-    let (sys_admin, bpf, perfmon) = (has(CAP_SYS_ADMIN), has(CAP_BPF), has(CAP_PERFMON));
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let privileged = sys_admin || (bpf && perfmon);
+    let privs = sysconf::Privileges::of_this_process(roots);
+    let privileged = privs.can_trace();
     let btf = features::btf_present(&roots.sys);
     let mut problems = Vec::new();
     let mut notes = Vec::new();
@@ -97,10 +89,10 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     Doctor {
         schema: "iopath.doctor/1",
         kernel: sysconf::kernel_release(roots),
-        root,
-        cap_sys_admin: sys_admin,
-        cap_bpf: bpf,
-        cap_perfmon: perfmon,
+        root: privs.root,
+        cap_sys_admin: privs.cap_sys_admin,
+        cap_bpf: privs.cap_bpf,
+        cap_perfmon: privs.cap_perfmon,
         btf,
         tracefs: tfs.as_ref().map(|t| t.path.display().to_string()),
         tracefs_mounted_by_iopath: tfs.as_ref().is_some_and(|t| t.mounted_by_us),

@@ -213,6 +213,43 @@ pub fn interrupts(roots: &SysRoots) -> std::collections::HashMap<u32, (u64, Stri
     out
 }
 
+/// What this process may do with BPF: the one definition `doctor` reports and `trace` checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Privileges {
+    pub root: bool,
+    pub cap_sys_admin: bool,
+    pub cap_bpf: bool,
+    pub cap_perfmon: bool,
+}
+
+impl Privileges {
+    pub fn of_this_process(roots: &SysRoots) -> Privileges {
+        const CAP_SYS_ADMIN: u32 = 21;
+        const CAP_PERFMON: u32 = 38;
+        const CAP_BPF: u32 = 39;
+        let caps = effective_caps(roots);
+        let has = |c: u32| caps & (1u64 << c) != 0;
+        Privileges {
+            // SAFETY: geteuid has no preconditions.
+            root: unsafe { libc::geteuid() } == 0,
+            cap_sys_admin: has(CAP_SYS_ADMIN),
+            cap_bpf: has(CAP_BPF),
+            cap_perfmon: has(CAP_PERFMON),
+        }
+    }
+
+    /// Loading and attaching tracing programs needs CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON.
+    pub fn can_trace(&self) -> bool {
+        self.cap_sys_admin || (self.cap_bpf && self.cap_perfmon)
+    }
+}
+
+/// `36:virtio1-req.0` for each IRQ, as /proc/interrupts names its handler.
+pub fn irq_names(roots: &SysRoots, irqs: &[u32]) -> Vec<String> {
+    let table = interrupts(roots);
+    irqs.iter().map(|i| table.get(i).map_or(format!("irq{i}"), |(_, n)| format!("{i}:{n}"))).collect()
+}
+
 /// Capability bits from /proc/self/status `CapEff`.
 pub fn effective_caps(roots: &SysRoots) -> u64 {
     fs::read_to_string(roots.proc.join("self/status"))

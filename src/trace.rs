@@ -14,10 +14,7 @@ use crate::{aggregate, loadgen};
 
 /// Refuses clearly when tracing cannot work, before any I/O.
 pub fn check_can_trace(roots: &SysRoots) -> Result<()> {
-    let caps = sysconf::effective_caps(roots);
-    let sys_admin = caps & (1 << 21) != 0;
-    let bpf_perfmon = caps & (1 << 39) != 0 && caps & (1 << 38) != 0;
-    if !sys_admin && !bpf_perfmon {
+    if !sysconf::Privileges::of_this_process(roots).can_trace() {
         bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run 'sudo iopath trace ...'; 'iopath run' measures without tracing");
     }
     if !roots.sys.join("kernel/btf/vmlinux").exists() {
@@ -42,8 +39,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     check_can_trace(&roots)?;
     let target = loadgen::prepare(job)?;
     let irqs = target.disk.as_deref().map(|d| sysconf::device_irqs(&roots, d)).unwrap_or_default();
-    let table = sysconf::interrupts(&roots);
-    let names = irqs.iter().map(|i| table.get(i).map_or(format!("irq{i}"), |(_, n)| format!("{i}:{n}"))).collect();
+    let names = sysconf::irq_names(&roots, &irqs);
     let opts = TraceOpts {
         // SAFETY: getpid/gettid have no preconditions.
         tgid: unsafe { libc::getpid() } as u32,
@@ -68,12 +64,11 @@ pub enum External {
 
 /// Every block device's interrupt vectors: another process may do I/O on any of them.
 fn all_disk_irqs(roots: &SysRoots) -> (Vec<u32>, Vec<String>) {
-    let table = sysconf::interrupts(roots);
     let mut irqs: Vec<u32> =
         sysconf::block_devices(roots).iter().flat_map(|b| sysconf::device_irqs(roots, &b.name)).collect();
     irqs.sort_unstable();
     irqs.dedup();
-    let names = irqs.iter().map(|i| table.get(i).map_or(format!("irq{i}"), |(_, n)| format!("{i}:{n}"))).collect();
+    let names = sysconf::irq_names(roots, &irqs);
     (irqs, names)
 }
 

@@ -80,6 +80,21 @@ pub struct System {
     pub cpus: usize,
 }
 
+impl Tool {
+    fn this() -> Tool {
+        Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") }
+    }
+}
+
+impl System {
+    fn live() -> System {
+        System {
+            kernel: crate::sysconf::kernel_release(&crate::sysconf::SysRoots::live()),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Cpu {
     /// Percent of one CPU over the run, as fio reports it.
@@ -107,15 +122,11 @@ impl Report {
         let secs = elapsed as f64 / 1e9;
         let ios = o.stats.ios();
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
-        let roots = crate::sysconf::SysRoots::live();
         Report {
             schema: SCHEMA,
-            tool: Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") },
+            tool: Tool::this(),
             job: Some(job.clone()),
-            system: System {
-                kernel: crate::sysconf::kernel_release(&roots),
-                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            },
+            system: System::live(),
             warnings: o.target.warnings.clone(),
             target: Some(o.target),
             process: None,
@@ -164,15 +175,11 @@ impl Report {
         let ios = total.count;
         let secs = elapsed_ns.max(1) as f64 / 1e9;
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
-        let roots = crate::sysconf::SysRoots::live();
         Report {
             schema: SCHEMA,
-            tool: Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") },
+            tool: Tool::this(),
             job: None,
-            system: System {
-                kernel: crate::sysconf::kernel_release(&roots),
-                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            },
+            system: System::live(),
             target: None,
             process: Some(process),
             warnings,
