@@ -26,9 +26,10 @@ fn main() {
             .and_then(|n| n.strip_suffix(".bpf.c"))
             .expect("a .bpf.c file name")
             .to_owned();
+        // -mcpu=v3: the cmpxchg/xchg of bpf/slots.bpf.h (BPF atomics, kernel 5.12+).
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args(["-Wall", "-Werror", "-Ibpf"])
+            .clang_args(["-Wall", "-Werror", "-Ibpf", "-mcpu=v3"])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
     }

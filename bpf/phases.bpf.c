@@ -17,6 +17,7 @@
 #include "counters.bpf.h"
 #include "hist.bpf.h"
 #include "core_fixes.bpf.h"
+#include "slots.bpf.h"
 
 /* Process to trace; 0 = every process. */
 const volatile __u32 targ_tgid = 0;
@@ -52,12 +53,9 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct inflight);
-} inflight SEC(".maps");
+#define INFLIGHT_MATCH(s, k, tgid) ((s)->key == (k))
+/* bio -> its timestamps, from block_bio_queue to block_rq_complete. */
+SLOT_TABLE(inflight, inflight_slot, INFLIGHT_MATCH)
 
 /* Threads of the traced process that are iopath's own (the tracer, the event poller). */
 struct {
@@ -82,12 +80,9 @@ struct {
 	__type(value, __u8);
 } traced_tgids SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct done_key);
-	__type(value, struct done);
-} done SEC(".maps");
+#define DONE_MATCH(s, k, t) ((s)->key == (k) && (s)->tgid == (t))
+/* (tag, tgid) of a completed I/O -> its timestamps, until io_uring posts it or aio reaps it. */
+SLOT_TABLE(done, done_slot, DONE_MATCH)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -106,7 +101,8 @@ struct {
 
 /* Makes the skeleton emit these types for the Rust side. */
 struct hist _hist = {};
-struct inflight _inflight = {};
+struct inflight_slot _inflight_slot = {};
+struct done_slot _done_slot = {};
 struct io_record _io_record = {};
 
 static __always_inline void record(enum phase p, __u64 v)
@@ -199,20 +195,10 @@ static __always_inline void reap_posted(struct task_ctx *t, __u64 now)
 	t->nposted = 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_io_uring_enter")
-int uring_enter(struct trace_event_raw_sys_enter *ctx)
+static __always_inline int on_uring_exit(void)
 {
-	return on_submit_enter(MODE_URING, 0);
-}
+	struct task_ctx *t = task_ctx(false);
 
-SEC("tracepoint/syscalls/sys_exit_io_uring_enter")
-int uring_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	struct task_ctx *t;
-
-	if (!traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	t = task_ctx(false);
 	if (!t)
 		return 0;
 	t->in_submit = 0;
@@ -221,20 +207,10 @@ int uring_exit(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_io_submit")
-int aio_submit_enter(struct trace_event_raw_sys_enter *ctx)
+static __always_inline int on_aio_submit_exit(void)
 {
-	return on_submit_enter(MODE_AIO, 0);
-}
+	struct task_ctx *t = task_ctx(false);
 
-SEC("tracepoint/syscalls/sys_exit_io_submit")
-int aio_submit_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	struct task_ctx *t;
-
-	if (!traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	t = task_ctx(false);
 	if (t) {
 		t->in_submit = 0;
 		t->in_sys = 0;
@@ -244,11 +220,8 @@ int aio_submit_exit(struct trace_event_raw_sys_exit *ctx)
 
 static __always_inline int on_getevents_enter(__u64 events)
 {
-	struct task_ctx *t;
+	struct task_ctx *t = task_ctx(true);
 
-	if (!traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	t = task_ctx(true);
 	if (t) {
 		t->aio_events = events;
 		t->in_sys = 1;
@@ -265,16 +238,18 @@ struct aio_reap_ctx {
 
 static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 {
-	struct done_key key = {.tgid = c->tgid};
+	struct done_slot *s;
 	struct done *d;
+	__u64 tag;
 
-	if (bpf_probe_read_user(&key.tag, sizeof(key.tag), &c->events[i].obj))
+	if (bpf_probe_read_user(&tag, sizeof(tag), &c->events[i].obj))
 		return 1;
-	d = bpf_map_lookup_elem(&done, &key);
-	if (!d) {
+	s = done_find(tag, c->tgid);
+	if (!s) {
 		count(C_REAP_UNMATCHED, 1);
 		return 0;
 	}
+	d = &s->v;
 	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
 	 * device completion path and has no tracepoint of its own. */
 	record(PH_REAP, c->now - d->complete_ts);
@@ -282,32 +257,28 @@ static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 	record(PH_TOTAL, c->now - d->submit_ts);
 	if (targ_events) {
 		struct io_record r = {
-		    .tag = key.tag,
+		    .tag = tag,
 		    .submit_ts = d->submit_ts,
 		    .queue_ts = d->queue_ts,
 		    .issue_ts = d->issue_ts,
 		    .complete_ts = d->complete_ts,
-		    .tgid = key.tgid,
+		    .tgid = c->tgid,
 		    .mode = MODE_AIO,
 		};
 
 		emit(&r, c->now);
 	}
-	bpf_map_delete_elem(&done, &key);
+	slot_release(&s->key);
 	c->matched++;
 	return 0;
 }
 
 /* io_getevents returned `ret` events in the user array: each one is reaped now. */
-static __always_inline int on_getevents_exit(long ret)
+static __always_inline int on_getevents_exit(__u32 tgid, long ret)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct aio_reap_ctx c = {.tgid = tgid};
-	struct task_ctx *t;
+	struct task_ctx *t = task_ctx(false);
 
-	if (!traced(tgid))
-		return 0;
-	t = task_ctx(false);
 	if (t)
 		t->in_sys = 0;
 	if (!t || !t->aio_events || ret <= 0)
@@ -318,28 +289,75 @@ static __always_inline int on_getevents_exit(long ret)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_io_getevents")
-int aio_getevents_enter(struct trace_event_raw_sys_enter *ctx)
+/*
+ * The raw syscall tracepoints, filtered by number: one cheap program where eight per-syscall
+ * tracepoints cost ~180 ns a run through perf's syscall path (and turn the same syscall-trace
+ * path on for every task anyway). x86_64 numbers (arch/x86/entry/syscalls/syscall_64.tbl).
+ */
+#define NR_IO_GETEVENTS 208
+#define NR_IO_SUBMIT 209
+#define NR_IO_PGETEVENTS 333
+#define NR_IO_URING_ENTER 426
+
+static __always_inline bool io_syscall(long id)
 {
-	return on_getevents_enter(ctx->args[3]);
+	return id == NR_IO_URING_ENTER || id == NR_IO_SUBMIT || id == NR_IO_GETEVENTS ||
+	       id == NR_IO_PGETEVENTS;
 }
 
-SEC("tracepoint/syscalls/sys_exit_io_getevents")
-int aio_getevents_exit(struct trace_event_raw_sys_exit *ctx)
+static __always_inline int on_sys_enter(long id, __u64 arg3)
 {
-	return on_getevents_exit(ctx->ret);
+	if (!io_syscall(id))
+		return 0;
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (id == NR_IO_URING_ENTER)
+		return on_submit_enter(MODE_URING, 0);
+	if (id == NR_IO_SUBMIT)
+		return on_submit_enter(MODE_AIO, 0);
+	/* io_getevents / io_pgetevents: the user's io_event array is the fourth argument. */
+	return on_getevents_enter(arg3);
 }
 
-SEC("tracepoint/syscalls/sys_enter_io_pgetevents")
-int aio_pgetevents_enter(struct trace_event_raw_sys_enter *ctx)
+static __always_inline int on_sys_exit(long id, long ret)
 {
-	return on_getevents_enter(ctx->args[3]);
+	__u32 tgid;
+
+	if (!io_syscall(id))
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!traced(tgid))
+		return 0;
+	if (id == NR_IO_URING_ENTER)
+		return on_uring_exit();
+	if (id == NR_IO_SUBMIT)
+		return on_aio_submit_exit();
+	return on_getevents_exit(tgid, ret);
 }
 
-SEC("tracepoint/syscalls/sys_exit_io_pgetevents")
-int aio_pgetevents_exit(struct trace_event_raw_sys_exit *ctx)
+/* The fourth syscall argument travels in r10 (the syscall ABI's substitute for rcx). */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	return on_getevents_exit(ctx->ret);
+	return on_sys_enter(id, regs->r10);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(regs->orig_ax, ret);
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long id)
+{
+	return on_sys_enter(id, BPF_CORE_READ(regs, r10));
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(BPF_CORE_READ(regs, orig_ax), ret);
 }
 
 /* ---- io_uring ---- */
@@ -377,7 +395,7 @@ int BPF_PROG(submit_req_raw, struct io_kiocb *req)
 static __always_inline int on_uring_complete(void *req)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct done_key key = {.tag = (__u64)req, .tgid = tgid};
+	struct done_slot *s;
 	struct task_ctx *t;
 	struct done *d;
 	__u64 now;
@@ -385,9 +403,10 @@ static __always_inline int on_uring_complete(void *req)
 
 	if (!traced(tgid))
 		return 0;
-	d = bpf_map_lookup_elem(&done, &key);
-	if (!d)
+	s = done_find((__u64)req, tgid);
+	if (!s)
 		return 0;
+	d = &s->v;
 	now = bpf_ktime_get_ns();
 	record(PH_POSTED, now - d->complete_ts);
 	t = task_ctx(true);
@@ -396,7 +415,7 @@ static __always_inline int on_uring_complete(void *req)
 		if (n < REAP_MAX) {
 			struct io_record *r = &t->pending[n];
 
-			r->tag = key.tag;
+			r->tag = (__u64)req;
 			r->submit_ts = d->submit_ts;
 			r->queue_ts = d->queue_ts;
 			r->issue_ts = d->issue_ts;
@@ -409,7 +428,7 @@ static __always_inline int on_uring_complete(void *req)
 			count(C_REAP_OVERFLOW, 1);
 		}
 	}
-	bpf_map_delete_elem(&done, &key);
+	slot_release(&s->key);
 	return 0;
 }
 
@@ -458,24 +477,34 @@ static __always_inline __u64 aio_user_iocb(struct bio *bio)
 static __always_inline int on_bio_queue(struct bio *bio)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct inflight v = {};
+	struct inflight_slot *s;
 	struct task_ctx *t;
-	__u64 key = (__u64)bio;
+	bool existed;
+	__u64 tag;
 
 	if (!traced(tgid))
 		return 0;
 	t = task_ctx(false);
 	if (!t || !t->in_submit)
 		return 0;
-	v.mode = t->mode;
-	v.tgid = tgid;
-	v.submit_ts = t->enter_ts;
-	v.queue_ts = bpf_ktime_get_ns();
-	v.tag = t->mode == MODE_URING ? t->cur_req : aio_user_iocb(bio);
-	if (!v.tag)
+	tag = t->mode == MODE_URING ? t->cur_req : aio_user_iocb(bio);
+	if (!tag)
 		count(C_BIOS_UNTAGGED, 1);
-	if (bpf_map_update_elem(&inflight, &key, &v, BPF_ANY))
+	s = inflight_claim((__u64)bio, 0, &existed);
+	if (!s) {
 		count(C_INFLIGHT_FULL, 1);
+		return 0;
+	}
+	/* The same bio address queued again: the earlier bio never reached block_rq_complete. */
+	if (existed)
+		count(C_EXPIRED_INFLIGHT, 1);
+	s->v.mode = t->mode;
+	s->v.tgid = tgid;
+	s->v.submit_ts = t->enter_ts;
+	s->v.queue_ts = bpf_ktime_get_ns();
+	s->v.issue_ts = 0;
+	s->v.nvme_ts = 0;
+	s->v.tag = tag;
 	return 0;
 }
 
@@ -495,11 +524,11 @@ int BPF_PROG(bio_queue_raw, struct bio *bio)
  * kernel pointers: plain BTF loads vs. CO-RE probe reads). */
 static __always_inline bool issue_one(__u64 key, __u64 now)
 {
-	struct inflight *e = bpf_map_lookup_elem(&inflight, &key);
+	struct inflight_slot *s = inflight_find(key, 0);
 
-	if (e)
-		e->issue_ts = now;
-	return e != NULL;
+	if (s)
+		s->v.issue_ts = now;
+	return s != NULL;
 }
 
 static __always_inline void count_hw_queue(__u32 q, bool tracked)
@@ -516,14 +545,40 @@ static __always_inline void count_hw_queue(__u32 q, bool tracked)
 		*c += 1;
 }
 
+/* Completed bios of one I/O (split, or merged into one request) share its done slot; the I/O
+ * completes with its last bio. A slot left by an earlier I/O on the same tag is reclaimed. */
+static __always_inline void mark_done(struct inflight *e, __u64 now)
+{
+	struct done_slot *s;
+	bool existed;
+
+	s = done_claim(e->tag, e->tgid, &existed);
+	if (!s) {
+		count(C_DONE_FULL, 1);
+		return;
+	}
+	if (existed && s->v.submit_ts == e->submit_ts) {
+		if (now > s->v.complete_ts)
+			s->v.complete_ts = now;
+		return;
+	}
+	if (existed)
+		count(C_EXPIRED_DONE, 1);
+	s->tgid = e->tgid;
+	s->v.submit_ts = e->submit_ts;
+	s->v.queue_ts = e->queue_ts;
+	s->v.issue_ts = e->issue_ts;
+	s->v.complete_ts = now;
+}
+
 static __always_inline bool complete_one(__u64 key, __u64 now)
 {
-	struct done_key dk = {};
-	struct done dv = {};
-	struct inflight *e = bpf_map_lookup_elem(&inflight, &key);
+	struct inflight_slot *s = inflight_find(key, 0);
+	struct inflight *e;
 
-	if (!e)
+	if (!s)
 		return false;
+	e = &s->v;
 	record(PH_SUBMISSION, e->queue_ts - e->submit_ts);
 	if (e->issue_ts) {
 		record(PH_BLOCK, e->issue_ts - e->queue_ts);
@@ -533,17 +588,9 @@ static __always_inline bool complete_one(__u64 key, __u64 now)
 			record(PH_NVME, now - e->nvme_ts);
 		}
 	}
-	if (e->tag) {
-		dk.tag = e->tag;
-		dk.tgid = e->tgid;
-		dv.submit_ts = e->submit_ts;
-		dv.queue_ts = e->queue_ts;
-		dv.issue_ts = e->issue_ts;
-		dv.complete_ts = now;
-		if (bpf_map_update_elem(&done, &dk, &dv, BPF_ANY))
-			count(C_DONE_FULL, 1);
-	}
-	bpf_map_delete_elem(&inflight, &key);
+	if (e->tag)
+		mark_done(e, now);
+	slot_release(&s->key);
 	return true;
 }
 
@@ -730,15 +777,13 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 SEC("tp_btf/nvme_setup_cmd")
 int BPF_PROG(nvme_setup_cmd, struct request *rq)
 {
-	struct inflight *e;
-	__u64 key;
+	struct inflight_slot *s;
 
 	if (!enabled)
 		return 0;
-	key = (__u64)BPF_CORE_READ(rq, bio);
-	e = bpf_map_lookup_elem(&inflight, &key);
-	if (e) {
-		e->nvme_ts = bpf_ktime_get_ns();
+	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
+	if (s) {
+		s->v.nvme_ts = bpf_ktime_get_ns();
 		count(C_NVME_SETUP, 1);
 	}
 	return 0;

@@ -51,6 +51,8 @@ enum counter {
 	C_PREEMPTED_NS,	     /* ... and the time until they ran again */
 	C_BYTES,	     /* bytes of completed tracked requests */
 	C_RB_DROPS,	     /* --events records the ring buffer had no room for */
+	C_EXPIRED_INFLIGHT,  /* in-flight entries of bios that never completed, reclaimed */
+	C_EXPIRED_DONE,	     /* completed entries never posted or reaped, reclaimed */
 	NR_COUNTERS,
 };
 
@@ -79,17 +81,32 @@ struct inflight {
 };
 
 /* A completed I/O waiting to be posted/reaped. */
-struct done_key {
-	__u64 tag;
-	__u32 tgid;
-	__u32 pad;
-};
-
 struct done {
 	__u64 submit_ts;
 	__u64 queue_ts;
 	__u64 issue_ts;
 	__u64 complete_ts;
+};
+
+/*
+ * Slots of the open-addressed tables (slots.bpf.h): a key (0 = free) and its value, one cache
+ * line each.
+ */
+#define SLOT_BITS 16
+#define NR_SLOTS (1 << SLOT_BITS)
+
+struct inflight_slot {
+	__u64 key; /* bio */
+	struct inflight v;
+	__u64 pad;
+};
+
+struct done_slot {
+	__u64 key; /* tag */
+	__u32 tgid;
+	__u32 pad;
+	struct done v;
+	__u64 pad2[2];
 };
 
 /* One I/O, end to end (`iopath trace --events`): emitted when it is reaped. */

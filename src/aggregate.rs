@@ -130,8 +130,9 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     let reaped = raw.phase(Phase::Reap).count;
     let mut lost = Lost {
         untagged_bios: raw.counter(Counter::BiosUntagged),
-        missing_completions: raw.stuck_inflight,
-        never_reaped: raw.stuck_done,
+        // Left over at the end, or reclaimed during the run when the address came back.
+        missing_completions: raw.stuck_inflight + raw.counter(Counter::ExpiredInflight),
+        never_reaped: raw.stuck_done + raw.counter(Counter::ExpiredDone),
         reaped_unmatched: raw.counter(Counter::ReapUnmatched),
         dropped: raw.counter(Counter::InflightFull)
             + raw.counter(Counter::DoneFull)

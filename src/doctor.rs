@@ -109,15 +109,18 @@ pub fn examine(roots: &SysRoots) -> Doctor {
 }
 
 /// The same choice probe/session.rs makes: BTF-typed programs where tp_btf works, raw_tp
-/// otherwise; syscalls and iommu/dma through classic tracepoints; absent tracepoints skipped.
+/// otherwise; iommu/dma through classic tracepoints; the per-syscall tracepoints not at all (one
+/// raw_syscalls program filters by number); absent tracepoints skipped.
 fn plan(tps: &[TracepointStatus], tp_btf: bool) -> Vec<(String, String)> {
     let typed = if tp_btf { "tp_btf" } else { "raw_tp" };
     tps.iter()
         .map(|t| {
             let how = if !t.present {
                 "skipped (not on this kernel)"
-            } else if t.name.starts_with("syscalls:") || t.name.starts_with("iommu:") || t.name.starts_with("dma:") {
+            } else if t.name.starts_with("iommu:") || t.name.starts_with("dma:") {
                 "tracepoint"
+            } else if t.name.starts_with("syscalls:") {
+                "via raw_syscalls"
             } else if t.name == "irq:irq_handler_exit"
                 || t.name.starts_with("block:block_getrq")
                 || t.name.starts_with("block:block_rq_insert")

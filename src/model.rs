@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 9;
-pub const NR_COUNTERS: usize = 20;
+pub const NR_COUNTERS: usize = 22;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,8 @@ pub enum Counter {
     PreemptedNs,
     Bytes,
     RbDrops,
+    ExpiredInflight,
+    ExpiredDone,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

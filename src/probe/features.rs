@@ -23,28 +23,39 @@ pub struct TracepointSpec {
 
 pub const TRACEPOINTS: &[TracepointSpec] = &[
     TracepointSpec {
-        group: "syscalls",
-        names: &["sys_enter_io_uring_enter"],
-        used_for: "submission start (io_uring)",
+        group: "raw_syscalls",
+        names: &["sys_enter"],
+        used_for: "submission start, reap array (io_uring_enter, io_submit, io_[p]getevents by number)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "raw_syscalls",
+        names: &["sys_exit"],
+        used_for: "reap (io_uring_enter, io_[p]getevents return)",
         required: false,
     },
     TracepointSpec {
         group: "syscalls",
-        names: &["sys_exit_io_uring_enter"],
-        used_for: "reap (io_uring)",
+        names: &["sys_enter_io_uring_enter"],
+        used_for: "the syscall exists (traced through raw_syscalls)",
         required: false,
     },
     TracepointSpec {
         group: "syscalls",
         names: &["sys_enter_io_submit"],
-        used_for: "submission start (aio)",
+        used_for: "the syscall exists (traced through raw_syscalls)",
         required: false,
     },
-    TracepointSpec { group: "syscalls", names: &["sys_exit_io_getevents"], used_for: "reap (aio)", required: false },
     TracepointSpec {
         group: "syscalls",
-        names: &["sys_exit_io_pgetevents"],
-        used_for: "reap (aio, pgetevents)",
+        names: &["sys_enter_io_getevents"],
+        used_for: "the syscall exists (traced through raw_syscalls)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "syscalls",
+        names: &["sys_enter_io_pgetevents"],
+        used_for: "the syscall exists (traced through raw_syscalls)",
         required: false,
     },
     TracepointSpec {

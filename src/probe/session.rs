@@ -62,7 +62,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let uring_sqe = !uring_req && has("io_uring", "io_uring_submit_sqe");
     let uring_complete = has("io_uring", "io_uring_complete");
     let nvme = has("nvme", "nvme_setup_cmd");
-    let sys = |n: &str| has("syscalls", n);
+    let sys_enter = has("raw_syscalls", "sys_enter");
+    let sys_exit = has("raw_syscalls", "sys_exit");
 
     let mut p_store = MaybeUninit::uninit();
     let mut p_open = PhasesSkelBuilder::default().open(&mut p_store).context("opening the phases BPF object")?;
@@ -90,14 +91,10 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         p.sched_switch.set_autoload(btf);
         p.process_fork.set_autoload(!opts.tree.is_empty());
         p.sched_switch_raw.set_autoload(!btf);
-        p.uring_enter.set_autoload(sys("sys_enter_io_uring_enter"));
-        p.uring_exit.set_autoload(sys("sys_exit_io_uring_enter"));
-        p.aio_submit_enter.set_autoload(sys("sys_enter_io_submit"));
-        p.aio_submit_exit.set_autoload(sys("sys_exit_io_submit"));
-        p.aio_getevents_enter.set_autoload(sys("sys_enter_io_getevents"));
-        p.aio_getevents_exit.set_autoload(sys("sys_exit_io_getevents"));
-        p.aio_pgetevents_enter.set_autoload(sys("sys_enter_io_pgetevents"));
-        p.aio_pgetevents_exit.set_autoload(sys("sys_exit_io_pgetevents"));
+        p.sys_enter.set_autoload(btf && sys_enter);
+        p.sys_enter_raw.set_autoload(!btf && sys_enter);
+        p.sys_exit.set_autoload(btf && sys_exit);
+        p.sys_exit_raw.set_autoload(!btf && sys_exit);
     }
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
@@ -145,51 +142,15 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let (pp, cp) = (&phases.progs, &counts.progs);
     let hooks: Vec<Hook> = vec![
         Hook {
-            name: "syscalls:sys_enter_io_uring_enter",
+            name: "raw_syscalls:sys_enter",
             required: false,
-            prog: sys("sys_enter_io_uring_enter").then_some(&pp.uring_enter),
+            prog: sys_enter.then_some(if btf { &pp.sys_enter } else { &pp.sys_enter_raw }),
             tracepoint: None,
         },
         Hook {
-            name: "syscalls:sys_exit_io_uring_enter",
+            name: "raw_syscalls:sys_exit",
             required: false,
-            prog: sys("sys_exit_io_uring_enter").then_some(&pp.uring_exit),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_enter_io_submit",
-            required: false,
-            prog: sys("sys_enter_io_submit").then_some(&pp.aio_submit_enter),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_exit_io_submit",
-            required: false,
-            prog: sys("sys_exit_io_submit").then_some(&pp.aio_submit_exit),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_enter_io_getevents",
-            required: false,
-            prog: sys("sys_enter_io_getevents").then_some(&pp.aio_getevents_enter),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_exit_io_getevents",
-            required: false,
-            prog: sys("sys_exit_io_getevents").then_some(&pp.aio_getevents_exit),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_enter_io_pgetevents",
-            required: false,
-            prog: sys("sys_enter_io_pgetevents").then_some(&pp.aio_pgetevents_enter),
-            tracepoint: None,
-        },
-        Hook {
-            name: "syscalls:sys_exit_io_pgetevents",
-            required: false,
-            prog: sys("sys_exit_io_pgetevents").then_some(&pp.aio_pgetevents_exit),
+            prog: sys_exit.then_some(if btf { &pp.sys_exit } else { &pp.sys_exit_raw }),
             tracepoint: None,
         },
         Hook {
@@ -452,6 +413,15 @@ fn sum_percpu_u64(vals: &[Vec<u8>]) -> u64 {
     vals.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum()
 }
 
+/// Slots of a bpf/slots.bpf.h table still holding a key (its first u64; 0 = free).
+fn occupied_slots(map: &dyn MapCore) -> Result<u64> {
+    let mut n = 0;
+    for (_, value) in map.lookup_batch(4096, MapFlags::ANY, MapFlags::ANY)? {
+        n += u64::from(value.get(..8).is_some_and(|k| k.iter().any(|&b| b != 0)));
+    }
+    Ok(n)
+}
+
 fn read_raw(
     phases: &super::phases_skel::PhasesSkel<'_>,
     counts: &super::counts_skel::CountsSkel<'_>,
@@ -479,7 +449,7 @@ fn read_raw(
         }
     }
     // Whatever is still in flight after the workload drained never completed as far as BPF saw.
-    raw.stuck_inflight = phases.maps.inflight.keys().count() as u64;
-    raw.stuck_done = phases.maps.done.keys().count() as u64;
+    raw.stuck_inflight = occupied_slots(&phases.maps.inflight)?;
+    raw.stuck_done = occupied_slots(&phases.maps.done)?;
     Ok(raw)
 }
