@@ -41,6 +41,21 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Re-read what a trace kept: per-I/O phases from an --events-out file.
     Report(ReportArgs),
+    /// Flamegraphs: trace with stack sampling (like 'trace --flamegraph'), or render perf's
+    /// samples (--perf-script), or compare two folded files (--diff).
+    Flamegraph(FlamegraphArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FlamegraphArgs {
+    /// Render 'perf script' output (or a perf.data, run through 'perf script') instead of tracing.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["diff", "pid", "command"])]
+    pub perf_script: Option<PathBuf>,
+    /// Differential flamegraph of two folded files: red grew, blue shrank.
+    #[arg(long, num_args = 2, value_names = ["BEFORE", "AFTER"], conflicts_with_all = ["pid", "command"])]
+    pub diff: Option<Vec<PathBuf>>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 #[derive(Args, Debug)]
@@ -82,6 +97,19 @@ pub struct TraceArgs {
     /// With --pid (or -- CMD): stop tracing after this long (default: when it exits, or Ctrl-C).
     #[arg(long, value_parser = job::parse_duration)]
     pub duration: Option<Duration>,
+    /// Sample on-CPU stacks (perf cpu-clock, every CPU): oncpu.folded + oncpu.svg in the output folder
+    /// (--out, or flamegraphs/<job>-<time>).
+    #[arg(long)]
+    pub flamegraph: bool,
+    /// Off-CPU time with stacks (sched_switch): offcpu.folded + offcpu.svg.
+    #[arg(long)]
+    pub offcpu: bool,
+    /// Sample every process on every CPU, not only the traced ones (kernel threads too: loop workers).
+    #[arg(long)]
+    pub all_cpus: bool,
+    /// Stack samples per second per CPU.
+    #[arg(long, default_value_t = 997, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub freq: u64,
     /// Run and trace this command (and what it forks), e.g. -- fio job.fio
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -4,6 +4,7 @@ pub mod aggregate;
 pub mod cli;
 pub mod doctor;
 pub mod events;
+pub mod flame;
 pub mod hist;
 pub mod job;
 pub mod loadgen;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, DoctorArgs, ReportArgs, RunArgs, TraceArgs};
+use iopath::cli::{Cli, Command, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, TraceArgs};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => trace_cmd(a, cli.verbose),
         Command::Doctor(a) => doctor_cmd(a),
         Command::Report(a) => report_cmd(a),
+        Command::Flamegraph(a) => flamegraph_cmd(a, cli.verbose),
     };
     match res {
         Ok(code) => code,
@@ -41,13 +42,20 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, false) => Some(External::Command(a.command.clone())),
         (None, true) => None,
     };
+    let sampling = a.flamegraph || a.offcpu;
     let flags = iopath::trace::TraceFlags {
         force_raw_tp: a.raw_tp,
         prog_stats: a.prog_stats,
         events: a.events,
         events_out: a.events_out.clone(),
+        stacks: sampling.then_some(iopath::probe::sampler::StackOpts {
+            oncpu: a.flamegraph,
+            offcpu: a.offcpu,
+            all_cpus: a.all_cpus,
+            freq_hz: a.freq,
+        }),
     };
-    let (rep, raw) = match external {
+    let (mut rep, raw) = match external {
         Some(what) => iopath::trace::run_external(what, a.duration, &flags)?,
         None => iopath::trace::run(&a.job.to_job()?, &flags)?,
     };
@@ -64,7 +72,13 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         // Nothing ran worth reporting.
         return Err(e);
     }
-    if let Some(dir) = &a.out {
+    // A flamegraph run always has an output folder: flamegraphs/<job>-<time> unless --out says.
+    let out = a.out.clone().or_else(|| sampling.then(|| iopath::flame::default_dir(&rep.label())));
+    if let (Some(dir), Some(stacks)) = (&out, &raw.stacks) {
+        let (title, subtitle) = rep.headline();
+        rep.flamegraphs = Some(iopath::flame::write_graphs(stacks, dir, &title, &subtitle)?);
+    }
+    if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let write = |name: &str, bytes: Vec<u8>| {
             std::fs::write(dir.join(name), bytes).with_context(|| format!("writing {}", dir.join(name).display()))
@@ -80,6 +94,23 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         return Err(e);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
+    let out = |label: &str| a.trace.out.clone().unwrap_or_else(|| iopath::flame::default_dir(label));
+    if let Some(input) = &a.perf_script {
+        let g = iopath::flame::write_from_perf(input, &out("perf"))?;
+        println!("{} samples in {} stacks: {} and {}", g.total, g.stacks, g.folded.display(), g.svg.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(files) = &a.diff {
+        let (folded, svg) = iopath::flame::write_diff(&files[0], &files[1], &out("diff"))?;
+        println!("differential flamegraph (red grew, blue shrank): {} and {}", folded.display(), svg.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = a.trace;
+    t.flamegraph = true;
+    trace_cmd(t, verbose)
 }
 
 fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {

@@ -164,6 +164,44 @@ pub struct RawTrace {
     pub stuck_done: u64,
     /// `--events`: records received from the ring buffer (None when off).
     pub events_received: Option<u64>,
+    /// `--flamegraph` / `--offcpu`: the stacks as the kernel counted them (None when off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<RawStacks>,
+}
+
+/// One distinct (thread, kernel stack, user stack) and its weight: samples on-CPU, ns off-CPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawStack {
+    pub tgid: u32,
+    pub pid: u32,
+    pub comm: String,
+    /// Return addresses, innermost first (as bpf_get_stackid stores them); empty when none.
+    pub kernel: Vec<u64>,
+    pub user: Vec<u64>,
+    pub value: u64,
+}
+
+/// An executable file mapping of a traced process (/proc/PID/maps), kept so that user addresses
+/// can be symbolized after the process is gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecMapping {
+    pub start: u64,
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    pub path: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawStacks {
+    /// perf cpu-clock sampling rate.
+    pub freq_hz: u64,
+    pub oncpu: Vec<RawStack>,
+    pub offcpu: Vec<RawStack>,
+    /// Executable mappings per traced process.
+    pub maps: Vec<(u32, Vec<ExecMapping>)>,
+    /// Samples lost to full maps (stack or count maps).
+    pub dropped: u64,
 }
 
 impl RawTrace {

@@ -260,6 +260,36 @@ pub fn effective_caps(roots: &SysRoots) -> u64 {
         .unwrap_or(0)
 }
 
+/// Executable mappings of a process (None once it is gone): what user stack addresses are
+/// symbolized against. Anonymous mappings (JIT code, the io_uring rings) are left out on purpose:
+/// a stack is cut there.
+pub fn exec_mappings(roots: &SysRoots, pid: u32) -> Option<Vec<crate::model::ExecMapping>> {
+    let text = fs::read_to_string(roots.proc.join(pid.to_string()).join("maps")).ok()?;
+    Some(parse_exec_mappings(&text))
+}
+
+/// The executable, file-backed lines of a /proc/PID/maps text.
+pub fn parse_exec_mappings(text: &str) -> Vec<crate::model::ExecMapping> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let path = f.nth(2)?;
+            // [vdso] is code too (clock_gettime): kept, and named as such.
+            if !perms.contains('x') || !(path.starts_with('/') || path == "[vdso]") {
+                return None;
+            }
+            let (s, e) = range.split_once('-')?;
+            Some(crate::model::ExecMapping {
+                start: u64::from_str_radix(s, 16).ok()?,
+                end: u64::from_str_radix(e, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: path.to_owned(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +321,20 @@ mod tests {
         let irqs = interrupts(&roots);
         assert_eq!(irqs.get(&36), Some(&(1_201_234 + 5_678, "virtio1-req.0".to_owned())));
         assert_eq!(irqs.get(&0).map(|v| v.0), Some(45));
+    }
+
+    #[test]
+    fn exec_mappings_keep_code_files_and_vdso() {
+        let maps = "\
+55d0c0a00000-55d0c0a40000 r--p 00000000 fe:01 123 /usr/bin/fio
+55d0c0a40000-55d0c0b00000 r-xp 00040000 fe:01 123 /usr/bin/fio
+7f0000000000-7f0000100000 rw-s 00000000 00:0f 9 anon_inode:[io_uring]
+7f1000000000-7f1000001000 r-xp 00000000 00:00 0
+7ffd1000d000-7ffd1000f000 r-xp 00000000 00:00 0 [vdso]
+";
+        let m = parse_exec_mappings(maps);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x55d0c0a40000, 0x40000, "/usr/bin/fio"));
+        assert_eq!(m[1].path, "[vdso]");
     }
 }

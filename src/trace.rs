@@ -32,6 +32,8 @@ pub struct TraceFlags {
     pub prog_stats: bool,
     pub events: bool,
     pub events_out: Option<std::path::PathBuf>,
+    /// Stacks for flamegraphs (None: off).
+    pub stacks: Option<crate::probe::sampler::StackOpts>,
 }
 
 pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
@@ -50,6 +52,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         tree: Vec::new(),
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
+        stacks: flags.stacks.clone(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -150,6 +153,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         tree: vec![pid],
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
+        stacks: flags.stacks.clone(),
     };
     let cpu_before = match &what {
         External::Pid(_) => proc_cpu(pid).unwrap_or((0, 0)),

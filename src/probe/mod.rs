@@ -4,6 +4,7 @@
 pub mod features;
 pub mod kallsyms;
 pub mod log;
+pub mod sampler;
 pub mod session;
 pub mod tracefs;
 
@@ -20,6 +21,11 @@ pub(crate) mod phases_skel {
 #[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]
 pub(crate) mod counts_skel {
     include!(concat!(env!("OUT_DIR"), "/counts.skel.rs"));
+}
+
+#[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]
+pub(crate) mod stacks_skel {
+    include!(concat!(env!("OUT_DIR"), "/stacks.skel.rs"));
 }
 
 // The Rust mirror of bpf/phases.h must match the compiled layout.

@@ -36,6 +36,8 @@ pub struct TraceOpts {
     pub events: bool,
     /// ...kept in this file (`iopath.events/1`) when given.
     pub events_out: Option<std::path::PathBuf>,
+    /// Stacks for flamegraphs (None: no sampling).
+    pub stacks: Option<super::sampler::StackOpts>,
 }
 
 /// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
@@ -303,9 +305,24 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     };
     // The `enabled` flags, written through raw pointers so the ring buffer (which borrows the
     // maps) and the switch can coexist.
-    let enabled: [*mut u32; 2] = [
+    let mut s_store = MaybeUninit::uninit();
+    let mut sampler = match &opts.stacks {
+        Some(so) => {
+            let filter = super::sampler::Filter {
+                tgid: opts.tgid,
+                tree: !opts.tree.is_empty(),
+                traced_tgids: phases.maps.traced_tgids.as_fd(),
+                excluded_tids: phases.maps.excluded_tids.as_fd(),
+            };
+            Some(super::sampler::Sampler::load(&mut s_store, so, &filter)?)
+        }
+        None => None,
+    };
+    let traced_tgids = libbpf_rs::MapHandle::try_from(&phases.maps.traced_tgids)?;
+    let enabled: [*mut u32; 3] = [
         phases.maps.bss_data.as_deref_mut().map_or(std::ptr::null_mut(), |b| &mut b.enabled as *mut u32),
         counts.maps.bss_data.as_deref_mut().map_or(std::ptr::null_mut(), |b| &mut b.enabled as *mut u32),
+        sampler.as_mut().map_or(std::ptr::null_mut(), |s| s.enabled_ptr()),
     ];
     let set_enabled = |on: u32| {
         for p in enabled.iter().filter(|p| !p.is_null()) {
@@ -316,7 +333,52 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let received = AtomicU64::new(0);
     let stop_poll = AtomicBool::new(false);
     let mut result = None;
+    let mut maps = Vec::new();
     std::thread::scope(|s| -> Result<()> {
+        // User stacks are symbolized after the run, when a traced process may be gone: keep its
+        // executable mappings as it runs.
+        let mapper = sampler.is_some().then(|| {
+            let (tgid, tree, stop, traced) = (opts.tgid, !opts.tree.is_empty(), &stop_poll, &traced_tgids);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let h = s.spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tx.send(unsafe { libc::gettid() } as u32);
+                let roots = crate::sysconf::SysRoots::live();
+                let mut seen: std::collections::BTreeMap<u32, Vec<crate::model::ExecMapping>> = Default::default();
+                loop {
+                    let done = stop.load(Ordering::Relaxed);
+                    let tgids: Vec<u32> = if tree {
+                        traced.keys().map(|k| u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]))).collect()
+                    } else {
+                        vec![tgid]
+                    };
+                    for t in tgids.into_iter().filter(|&t| t != 0) {
+                        if let Some(m) = crate::sysconf::exec_mappings(&roots, t) {
+                            let known = seen.entry(t).or_default();
+                            for x in m {
+                                if !known.contains(&x) {
+                                    known.push(x);
+                                }
+                            }
+                        }
+                    }
+                    if done {
+                        return seen.into_iter().collect::<Vec<_>>();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            });
+            (h, rx.recv())
+        });
+        let mapper = match mapper {
+            Some((h, Ok(tid))) => {
+                // Its own reads of /proc are not the workload.
+                phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+                Some(h)
+            }
+            Some((h, Err(_))) => Some(h),
+            None => None,
+        };
         let poller = if opts.events {
             let mut sink = match &opts.events_out {
                 Some(p) => {
@@ -367,6 +429,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         if let Some(h) = poller {
             h.join().map_err(|_| anyhow!("the events poller panicked"))?;
         }
+        if let Some(h) = mapper {
+            maps = h.join().map_err(|_| anyhow!("the mappings reader panicked"))?;
+        }
         Ok(())
     })?;
     let result = result.ok_or_else(|| anyhow!("the workload did not run"))?;
@@ -384,6 +449,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
+    if let Some(smp) = &sampler {
+        raw.stacks = Some(smp.read(maps)?);
+    }
     drop(links);
     Ok((result?, raw))
 }

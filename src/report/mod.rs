@@ -57,6 +57,9 @@ pub struct Report {
     /// True when the run was cut short (Ctrl-C, SIGTERM): the numbers cover what finished.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// `--flamegraph` / `--offcpu`: the graphs written and what they show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flamegraphs: Option<crate::flame::FlameSummary>,
 }
 
 /// A traced process that is not the bundled generator.
@@ -159,6 +162,7 @@ impl Report {
             ctx_switches_getrusage: None,
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
+            flamegraphs: None,
         }
     }
 
@@ -206,7 +210,54 @@ impl Report {
             ctx_switches_getrusage: None,
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
+            flamegraphs: None,
         }
+    }
+
+    /// A name for the run's output folder: "uring-randread-4k-qd32", "fio", "pid1234".
+    pub fn label(&self) -> String {
+        match (&self.job, &self.process) {
+            (Some(j), _) => format!("{}-{}-{}-qd{}", j.engine, j.rw, crate::job::fmt_bytes(j.bs as u64), j.qd),
+            (None, Some(p)) => p
+                .command
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.rsplit('/').next())
+                .filter(|c| !c.is_empty())
+                .map_or_else(|| format!("pid{}", p.pid), str::to_owned),
+            (None, None) => "run".to_owned(),
+        }
+    }
+
+    /// One line for a flamegraph's title: the job and the phase means.
+    pub fn headline(&self) -> (String, String) {
+        let what = match (&self.job, &self.process) {
+            (Some(j), _) => format!(
+                "iopath: {} {} {} qd{} on {}",
+                j.engine,
+                j.rw,
+                crate::job::fmt_bytes(j.bs as u64),
+                j.qd,
+                self.target.as_ref().map_or_else(String::new, |t| t.path.display().to_string())
+            ),
+            (None, Some(p)) => format!("iopath: {} (pid {})", p.command, p.pid),
+            (None, None) => "iopath".to_owned(),
+        };
+        let phases = match &self.trace {
+            Some(t) => {
+                let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+                format!(
+                    "{:.0} IOPS, mean us per I/O: submission {}, block {}, device {}, completion {}",
+                    self.iops,
+                    us(t.phases.submission.mean_ns),
+                    us(t.phases.block.mean_ns),
+                    us(t.phases.device.mean_ns),
+                    us(t.phases.completion.mean_ns)
+                )
+            }
+            None => format!("{:.0} IOPS", self.iops),
+        };
+        (what, phases)
     }
 
     /// Adds what the probes measured; context switches then come from sched_switch.

@@ -236,6 +236,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             )?;
         }
     }
+    if let Some(f) = &r.flamegraphs {
+        render_flame(f, w)?;
+    }
     let mut kinds: Vec<String> = Vec::new();
     for p in t.probes.iter().filter(|p| p.attached) {
         if !kinds.contains(&p.via) {
@@ -249,6 +252,40 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         t.probes.iter().filter(|p| p.attached).count(),
         kinds.join("/"),
         if absent.is_empty() { String::new() } else { format!("; not present: {}", absent.join(", ")) }
+    )?;
+    Ok(())
+}
+
+fn render_flame(f: &crate::flame::FlameSummary, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "\n  flamegraphs in {} (cpu-clock at {} Hz per CPU)", f.dir.display(), f.freq_hz)?;
+    for (what, g, unit) in [("on-CPU", &f.oncpu, "samples"), ("off-CPU", &f.offcpu, "ns")] {
+        let Some(g) = g else { continue };
+        writeln!(w, "    {what:<8} {} {unit} in {} stacks: {}", g.total, g.stacks, g.svg.display())?;
+        let top: Vec<String> = g
+            .top_frames
+            .iter()
+            .take(6)
+            .map(|(n, s)| format!("{} {:.0}%", n.trim_end_matches("_[k]"), s * 100.0))
+            .collect();
+        writeln!(w, "      widest frames: {}", top.join(", "))?;
+    }
+    for n in f.naming.iter().take(4) {
+        writeln!(
+            w,
+            "    user frames named: {} of {} ({:.1}%) for {} (pid {}){}",
+            n.user_named,
+            n.user_frames,
+            n.fraction() * 100.0,
+            n.comm,
+            n.tgid,
+            if n.user_cut > 0 { format!("; {} stacks cut at an unmapped address", n.user_cut) } else { String::new() }
+        )?;
+    }
+    writeln!(
+        w,
+        "    kernel frames named: {:.1}%{}",
+        f.kernel_named_fraction * 100.0,
+        if f.dropped > 0 { format!("; {} samples lost to full maps", f.dropped) } else { String::new() }
     )?;
     Ok(())
 }

@@ -1,0 +1,204 @@
+//! Flamegraphs for real: the sampler attached on every CPU, stacks symbolized from the kernel's
+//! kallsyms and the generator's own ELF, folded files FlameGraph can read, SVGs inferno drew.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Samples whose stack contains a frame for which `pred` holds.
+fn samples_with(folded: &str, pred: impl Fn(&str) -> bool) -> u64 {
+    folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.split(';').any(&pred))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn oncpu_and_offcpu_graphs_of_the_generator() {
+    require_root();
+    let _s = serial();
+    let d = scratch("flame-gen");
+    let dev = LoopDev::new(&d.join("backing"), 64, 512);
+    let out = d.join("out");
+    for engine in ["uring", "aio"] {
+        let r = json_of(
+            "trace",
+            &[
+                "--device",
+                &dev.0,
+                "--engine",
+                engine,
+                "--qd",
+                "8",
+                "--runtime",
+                "2s",
+                "--flamegraph",
+                "--offcpu",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        let f = &r["flamegraphs"];
+        let on = read(&out.join("oncpu.folded"));
+        let total: u64 = on.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+        assert_eq!(total, f["oncpu"]["total"].as_u64().unwrap(), "{engine}: report and file agree");
+        // Two seconds of a busy worker at 997 Hz: hundreds of samples at least.
+        assert!(total >= 300, "{engine}: only {total} on-CPU samples");
+        // The submission syscall and the block layer are where a CPU-bound loop device spends time.
+        let (sys, kind) = if engine == "uring" { ("io_uring_enter", "uring") } else { ("sys_io_submit", "aio") };
+        let in_sys = samples_with(&on, |fr| fr.contains(sys) && fr.ends_with("_[k]"));
+        assert!(in_sys * 10 >= total, "{engine}: {in_sys} of {total} samples under {sys}");
+        let in_block = samples_with(&on, |fr| fr.starts_with("blk_mq_") || fr.starts_with("submit_bio"));
+        assert!(in_block > 0, "{engine}: no block-layer frames");
+        // The generator is built with frame pointers and symbols: its frames have names.
+        let naming = f["naming"].as_array().unwrap();
+        let w = naming.iter().find(|n| n["comm"].as_str().unwrap().starts_with("iopath-w")).expect("the worker");
+        let named = w["user_named"].as_f64().unwrap() / w["user_frames"].as_f64().unwrap();
+        assert!(named >= 0.95, "{engine}: only {named} of the generator's user frames named: {w}");
+        assert!(on.contains("iopath::loadgen::worker"), "{engine}: the generator's own frames are named");
+        assert!(f["kernel_named_fraction"].as_f64().unwrap() >= 0.99);
+        // The SVG: title with the job and phases, I/O-path frames classed for their colour.
+        let svg = read(&out.join("oncpu.svg"));
+        assert!(svg.contains(&format!("iopath: {kind} randread 4K qd8")), "{engine}: title names the job");
+        assert!(svg.contains("submission") && svg.contains("device"), "{engine}: title has the phases");
+        assert!(svg.contains(&format!("class=\"iop-{kind}\"")), "{engine}: {kind} frames classed");
+        assert!(svg.contains("class=\"iop-block\""), "{engine}: block frames classed");
+        // Off-CPU: where the worker sleeps waiting for completions, in ns, ending at __schedule.
+        let off = read(&out.join("offcpu.folded"));
+        let wait = if engine == "uring" { "io_cqring_wait_[k]" } else { "read_events_[k]" };
+        let waited = samples_with(&off, |fr| fr == wait);
+        let off_total: u64 = off.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+        assert!(waited > 0 && waited * 2 >= off_total / 2, "{engine}: {waited} of {off_total} ns off-CPU in {wait}");
+        assert!(off.lines().all(|l| !l.contains("bpf_trace_run")), "{engine}: the tracer's own frames are trimmed");
+    }
+}
+
+#[test]
+fn a_command_lands_under_flamegraphs_with_a_readable_name() {
+    require_root();
+    let _s = serial();
+    let d = scratch("flame-cmd");
+    let f = d.join("x.dat");
+    let out = iopath(&["run", "--file", f.to_str().unwrap(), "--size", "32m", "--ios", "1"]);
+    assert!(out.status.success());
+    // `iopath flamegraph -- CMD`, from a scratch working directory: the default folder is
+    // flamegraphs/<command>-<time>.
+    let out = std::process::Command::new(bin())
+        .current_dir(&d)
+        .args([
+            "flamegraph",
+            "--",
+            "fio",
+            "--name=t",
+            "--filename=x.dat",
+            "--rw=randread",
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--iodepth=8",
+            "--runtime=2",
+            "--time_based",
+            "--size=32m",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dirs: Vec<_> = std::fs::read_dir(d.join("flamegraphs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1);
+    let name = dirs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("fio-20"), "folder {name}");
+    let folded = read(&dirs[0].join("oncpu.folded"));
+    assert!(folded.lines().any(|l| l.starts_with("fio;")), "fio's samples are there");
+    assert!(dirs[0].join("oncpu.svg").exists() && dirs[0].join("report.json").exists());
+    // Debian's fio has no frame pointers: the report says how much of it could be named.
+    assert!(text.contains("user frames named:") && text.contains("for fio"), "{text}");
+}
+
+#[test]
+fn perf_script_and_perf_data_give_the_same_folded_stacks() {
+    require_root();
+    let _s = serial();
+    let d = scratch("flame-perf");
+    // A recorded perf script (perf record -g -e cpu-clock of 'iopath run' on a loop device).
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf/uring-loop.script");
+    let out =
+        iopath(&["flamegraph", "--perf-script", script.to_str().unwrap(), "--out", d.join("a").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let folded = read(&d.join("a/perf.folded"));
+    assert!(folded.contains("io_uring_enter_[k]"), "kernel frames annotated as FlameGraph does");
+    assert!(read(&d.join("a/perf.svg")).contains("class=\"iop-uring\""));
+
+    // A live perf.data: perf records the generator, iopath runs `perf script` itself.
+    let dev = LoopDev::new(&d.join("backing"), 32, 512);
+    let data = d.join("perf.data");
+    let rec = std::process::Command::new("perf")
+        .args(["record", "-q", "-F", "499", "-g", "-e", "cpu-clock", "-o", data.to_str().unwrap(), "--", bin()])
+        .args(["run", "--device", &dev.0, "--engine", "aio", "--qd", "8", "--runtime", "1s"])
+        .output()
+        .expect("perf (linux-perf) is installed by scripts/setup.sh");
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    let out = iopath(&["flamegraph", "--perf-script", data.to_str().unwrap(), "--out", d.join("b").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let folded = read(&d.join("b/perf.folded"));
+    assert!(folded.contains("io_submit"), "the aio submission path is in perf's stacks");
+
+    // Not a perf script: said clearly.
+    std::fs::write(d.join("junk"), "hello\n").unwrap();
+    let out = iopath(&[
+        "flamegraph",
+        "--perf-script",
+        d.join("junk").to_str().unwrap(),
+        "--out",
+        d.join("c").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no stacks in the perf script output"));
+}
+
+#[test]
+fn differential_graph_of_two_folded_files() {
+    let d = scratch("flame-diff");
+    std::fs::write(d.join("before.folded"), "app;read;blk_mq_submit_bio_[k] 80\napp;read;schedule_[k] 20\n").unwrap();
+    std::fs::write(d.join("after.folded"), "app;read;blk_mq_submit_bio_[k] 50\napp;read;__iommu_dma_map_[k] 50\n")
+        .unwrap();
+    let out = iopath(&[
+        "flamegraph",
+        "--diff",
+        d.join("before.folded").to_str().unwrap(),
+        d.join("after.folded").to_str().unwrap(),
+        "--out",
+        d.join("o").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let diff = read(&d.join("o/diff.folded"));
+    assert!(diff.contains("app;read;__iommu_dma_map_[k] 0 50"), "{diff}");
+    assert!(diff.contains("app;read;blk_mq_submit_bio_[k] 80 50"), "{diff}");
+    let svg = read(&d.join("o/diff.svg"));
+    assert!(svg.contains("red grew") && svg.contains("class=\"iop-iommu\""));
+
+    // A corrupt input is named, with what is wrong.
+    std::fs::write(d.join("bad.folded"), "app;read twelve\n").unwrap();
+    let out = iopath(&[
+        "flamegraph",
+        "--diff",
+        d.join("bad.folded").to_str().unwrap(),
+        d.join("after.folded").to_str().unwrap(),
+        "--out",
+        d.join("p").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bad.folded") && err.contains("line 1"), "{err}");
+}
