@@ -43,6 +43,7 @@ struct task_ctx {
 	__u32 nposted;
 	__u32 in_sys;			    /* inside a traced submit/reap syscall */
 	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
+	__u64 wake_ts;			    /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
 };
 
@@ -760,7 +761,27 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			count(C_PREEMPTED_NS, now - t->preempt_ts);
 			t->preempt_ts = 0;
 		}
+		if (t && t->wake_ts) {
+			count(C_RUNQ_WAIT, 1);
+			count(C_RUNQ_WAIT_NS, now - t->wake_ts);
+			t->wake_ts = 0;
+		}
 	}
+	return 0;
+}
+
+/* A traced thread woken (its I/O completed, typically) waits for a CPU until sched_switch runs it:
+ * the time a busy CPU adds to every I/O, which no I/O phase would otherwise explain. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	struct task_ctx *t;
+
+	if (!enabled || !traced_thread(p))
+		return 0;
+	t = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	if (t)
+		t->wake_ts = bpf_ktime_get_ns();
 	return 0;
 }
 

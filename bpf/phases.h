@@ -53,6 +53,8 @@ enum counter {
 	C_RB_DROPS,	     /* --events records the ring buffer had no room for */
 	C_EXPIRED_INFLIGHT,  /* in-flight entries of bios that never completed, reclaimed */
 	C_EXPIRED_DONE,	     /* completed entries never posted or reaped, reclaimed */
+	C_RUNQ_WAIT,	     /* traced threads woken up ... */
+	C_RUNQ_WAIT_NS,	     /* ... and the time until they ran (CPU contention) */
 	NR_COUNTERS,
 };
 

@@ -85,6 +85,9 @@ pub struct TraceSummary {
     /// Traced threads preempted outside a traced syscall (mostly on the way back to user space
     /// after a reap): runnable, not running. Total time and per I/O, in ns.
     pub preempted_ns: PerIo,
+    /// Woken traced threads waiting for a CPU (wakeup -> running): CPU contention.
+    #[serde(default)]
+    pub runq_wait_ns: PerIo,
     /// (hardware queue id, requests).
     pub hw_queues: Vec<(u32, u64)>,
     pub probes: Vec<crate::model::ProbeStatus>,
@@ -161,6 +164,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         dma_map: per(raw.counter(Counter::DmaMap)),
         dma_unmap: per(raw.counter(Counter::DmaUnmap)),
         preempted_ns: per(raw.counter(Counter::PreemptedNs)),
+        runq_wait_ns: per(raw.counter(Counter::RunqWaitNs)),
         ctx_voluntary: raw.counter(Counter::CtxVoluntary),
         ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
         hw_queues: raw.hw_queues.clone(),

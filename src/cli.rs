@@ -44,6 +44,23 @@ pub enum Command {
     /// Flamegraphs: trace with stack sampling (like 'trace --flamegraph'), or render perf's
     /// samples (--perf-script), or compare two folded files (--diff).
     Flamegraph(FlamegraphArgs),
+    /// Explain the difference between two runs: phases, counts, configuration, flamegraphs.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: an iopath report.json (or --json output), or fio --output-format=json output.
+    pub before: PathBuf,
+    /// The run to explain, in the same forms.
+    pub after: PathBuf,
+    /// Also write the comparison as JSON (iopath.compare/1) to PATH ('-' for stdout instead of text).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Folder for the differential flamegraph (default flamegraphs/compare-<time>), written when
+    /// both runs have on-CPU stacks.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

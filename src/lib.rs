@@ -2,6 +2,7 @@
 
 pub mod aggregate;
 pub mod cli;
+pub mod compare;
 pub mod doctor;
 pub mod events;
 pub mod flame;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, TraceArgs};
+use iopath::cli::{Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, TraceArgs};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => doctor_cmd(a),
         Command::Report(a) => report_cmd(a),
         Command::Flamegraph(a) => flamegraph_cmd(a, cli.verbose),
+        Command::Compare(a) => compare_cmd(a),
     };
     match res {
         Ok(code) => code,
@@ -111,6 +112,49 @@ fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
     let mut t = a.trace;
     t.flamegraph = true;
     trace_cmd(t, verbose)
+}
+
+/// A run's report and, when it had --flamegraph, its on-CPU folded stacks (found where the
+/// report says, or beside the report file).
+fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<std::path::PathBuf>)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON (truncated or corrupt?)", path.display()))?;
+    let folded = v.pointer("/flamegraphs/oncpu/folded").and_then(|f| f.as_str()).and_then(|f| {
+        let f = std::path::Path::new(f);
+        let beside = path.parent().map(|d| d.join(f.file_name().unwrap_or_default()));
+        [Some(f.to_path_buf()), beside].into_iter().flatten().find(|p| p.exists())
+    });
+    let folded_text = match &folded {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+        None => None,
+    };
+    let side = iopath::compare::side_from_json(&v, &path.display().to_string(), folded_text.as_deref())?;
+    Ok((side, folded))
+}
+
+fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
+    let (before, fb) = load_side(&a.before)?;
+    let (after, fa) = load_side(&a.after)?;
+    let mut c = iopath::compare::compare(&before, &after);
+    if let (Some(fb), Some(fa)) = (fb, fa) {
+        let dir = a.out.clone().unwrap_or_else(|| iopath::flame::default_dir("compare"));
+        let (_, svg) = iopath::flame::write_diff(&fb, &fa, &dir)?;
+        c.diff_flamegraph = Some(svg);
+    }
+    match &a.json {
+        Some(p) if p.as_os_str() == "-" => {
+            serde_json::to_writer_pretty(std::io::stdout().lock(), &c)?;
+            println!();
+        }
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
+            serde_json::to_writer_pretty(f, &c)?;
+            report::compare_text::render(&c, &mut std::io::stdout().lock())?;
+        }
+        None => report::compare_text::render(&c, &mut std::io::stdout().lock())?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {

@@ -51,6 +51,14 @@ pub struct BlockQueue {
     pub io_poll: Option<bool>,
     pub write_cache: Option<String>,
     pub model: Option<String>,
+    pub nr_requests: Option<u32>,
+    /// Writeback throttling target latency (0: off).
+    pub wbt_lat_usec: Option<String>,
+    /// Where completions run: 0 anywhere, 1 the submitting CPU's group, 2 the submitting CPU.
+    pub rq_affinity: Option<String>,
+    /// 0 merges, 1 simple merges only, 2 none.
+    pub nomerges: Option<String>,
+    pub read_ahead_kb: Option<u32>,
 }
 
 /// Whole disks under /sys/block (no partitions), sorted by name.
@@ -75,6 +83,11 @@ pub fn block_queue(roots: &SysRoots, name: &str) -> BlockQueue {
         io_poll: flag("io_poll"),
         write_cache: read_trim(&q.join("write_cache")),
         model: read_trim(&dev.join("device/model")).filter(|m| !m.is_empty()),
+        nr_requests: read_trim(&q.join("nr_requests")).and_then(|v| v.parse().ok()),
+        wbt_lat_usec: read_trim(&q.join("wbt_lat_usec")),
+        rq_affinity: read_trim(&q.join("rq_affinity")),
+        nomerges: read_trim(&q.join("nomerges")),
+        read_ahead_kb: read_trim(&q.join("read_ahead_kb")).and_then(|v| v.parse().ok()),
     }
 }
 
@@ -93,6 +106,64 @@ pub fn disk_of_devnum(roots: &SysRoots, major: u32, minor: u32) -> Option<String
     // A partition's sysfs directory sits inside its disk's and has a `partition` file.
     let disk = if real.join("partition").exists() { real.parent()?.to_path_buf() } else { real };
     Some(disk.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Everything outside the job that changes I/O performance, captured with every report so that
+/// `iopath compare` can name what differs between two runs.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Config {
+    pub kernel: String,
+    pub cmdline: String,
+    pub iommu: IommuState,
+    /// The disks the I/O went to: the target's, or every attached one when tracing another process.
+    pub devices: Vec<BlockQueue>,
+    pub nvme_poll_queues: Option<u32>,
+    pub cpus: usize,
+    pub cpu_model: Option<String>,
+    /// cpufreq governor of CPU 0 (None in VMs without cpufreq).
+    pub governor: Option<String>,
+    /// /sys/devices/system/cpu/vulnerabilities, one "name: status" per entry.
+    pub mitigations: Vec<String>,
+}
+
+/// Captures the configuration for a run on `disks` (empty: every attached disk).
+pub fn capture(roots: &SysRoots, disks: &[String]) -> Config {
+    let devices = if disks.is_empty() {
+        block_devices(roots)
+            .into_iter()
+            // Unattached loop devices and empty slots have size 0.
+            .filter(|b| read_trim(&roots.sys.join("block").join(&b.name).join("size")).is_some_and(|s| s != "0"))
+            .collect()
+    } else {
+        disks.iter().map(|d| block_queue(roots, d)).collect()
+    };
+    let mut mitigations: Vec<String> = fs::read_dir(roots.sys.join("devices/system/cpu/vulnerabilities"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let v = read_trim(&e.path())?;
+                    Some(format!("{}: {v}", e.file_name().to_string_lossy()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    mitigations.sort();
+    let cpuinfo = fs::read_to_string(roots.proc.join("cpuinfo")).unwrap_or_default();
+    Config {
+        kernel: kernel_release(roots),
+        cmdline: cmdline(roots),
+        iommu: iommu_state(roots),
+        devices,
+        nvme_poll_queues: nvme_poll_queues(roots),
+        cpus: cpuinfo.lines().filter(|l| l.starts_with("processor")).count(),
+        cpu_model: cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned()),
+        governor: read_trim(&roots.sys.join("devices/system/cpu/cpu0/cpufreq/scaling_governor")),
+        mitigations,
+    }
 }
 
 /// The IOMMU as the kernel set it up: what decides whether every I/O pays a map and an unmap.

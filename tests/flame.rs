@@ -87,6 +87,35 @@ fn oncpu_and_offcpu_graphs_of_the_generator() {
 }
 
 #[test]
+fn all_cpus_shows_the_kernel_threads_that_do_the_io() {
+    require_root();
+    let _s = serial();
+    let d = scratch("flame-all");
+    let dev = LoopDev::new(&d.join("backing"), 64, 512);
+    let out = d.join("out");
+    let args = ["--device", &dev.0, "--engine", "uring", "--qd", "16", "--runtime", "2s", "--flamegraph"];
+    let mut all = args.to_vec();
+    all.extend(["--all-cpus", "--out", out.to_str().unwrap()]);
+    json_of("trace", &all);
+    let folded = read(&out.join("oncpu.folded"));
+    let comms: std::collections::BTreeSet<&str> = folded.lines().filter_map(|l| l.split(';').next()).collect();
+    // The loop device reads its backing file in a kernel worker, and completions run in softirq
+    // context: neither is the traced process.
+    assert!(comms.iter().any(|c| c.starts_with("kworker") || c.starts_with("ksoftirqd")), "{comms:?}");
+    // Without --all-cpus only the traced process is sampled.
+    let mut mine = args.to_vec();
+    let out2 = d.join("out2");
+    mine.extend(["--out", out2.to_str().unwrap()]);
+    json_of("trace", &mine);
+    let folded = read(&out2.join("oncpu.folded"));
+    assert!(
+        folded.lines().all(|l| l.starts_with("iopath")),
+        "only iopath's threads: {}",
+        &folded[..folded.len().min(400)]
+    );
+}
+
+#[test]
 fn a_command_lands_under_flamegraphs_with_a_readable_name() {
     require_root();
     let _s = serial();

@@ -70,8 +70,20 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
         debug_syms: false,
         ..Default::default()
     });
+    let text = KernelText::read();
     let knames: HashMap<u64, String> = match symbolizer.symbolize(&ksrc, Input::AbsAddr(&kaddrs)) {
-        Ok(syms) => kaddrs.iter().zip(syms).filter_map(|(&a, s)| name_of(&s).map(|n| (a, n))).collect(),
+        Ok(syms) => kaddrs
+            .iter()
+            .zip(syms)
+            .filter_map(|(&a, s)| {
+                // Past the kernel's text and no module there: JIT code kallsyms does not list
+                // (BPF programs, trampolines), which the nearest symbol would misname.
+                if text.unlisted(a) {
+                    return Some((a, "[bpf]".to_owned()));
+                }
+                name_of(&s).map(|n| (a, n))
+            })
+            .collect(),
         Err(_) => HashMap::new(),
     };
 
@@ -168,6 +180,43 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
     out.naming = naming.into_values().collect();
     out.naming.sort_by_key(|n| std::cmp::Reverse(n.user_frames));
     out
+}
+
+/// Where kernel code is that kallsyms names: the core text (up to `_etext`) and module text.
+#[derive(Default)]
+struct KernelText {
+    etext: Option<u64>,
+    /// Start addresses of module symbols, sorted.
+    modules: Vec<u64>,
+}
+
+impl KernelText {
+    fn read() -> KernelText {
+        let mut k = KernelText::default();
+        let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else { return k };
+        for line in text.lines() {
+            let mut f = line.split_ascii_whitespace();
+            let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else { continue };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            if name == "_etext" {
+                k.etext = Some(addr);
+            } else if f.next().is_some_and(|m| m.starts_with('[')) {
+                k.modules.push(addr);
+            }
+        }
+        k.modules.sort_unstable();
+        k
+    }
+
+    fn unlisted(&self, a: u64) -> bool {
+        let Some(etext) = self.etext else { return false };
+        if a < etext {
+            return false;
+        }
+        // A module function is rarely larger than this.
+        let i = self.modules.partition_point(|&m| m <= a);
+        !(i > 0 && a - self.modules[i - 1] < 1 << 16)
+    }
 }
 
 fn name_of(s: &Symbolized) -> Option<String> {

@@ -129,6 +129,12 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         used_for: "context switches per I/O, off-CPU time",
         required: false,
     },
+    TracepointSpec {
+        group: "sched",
+        names: &["sched_wakeup"],
+        used_for: "run-queue wait of the traced threads (CPU contention)",
+        required: false,
+    },
     TracepointSpec { group: "iommu", names: &["map"], used_for: "IOMMU mappings per I/O", required: false },
     TracepointSpec { group: "iommu", names: &["unmap"], used_for: "IOMMU unmappings per I/O", required: false },
     TracepointSpec {

@@ -93,6 +93,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         p.sched_switch.set_autoload(btf);
         p.process_fork.set_autoload(!opts.tree.is_empty());
         p.sched_switch_raw.set_autoload(!btf);
+        p.sched_wakeup.set_autoload(btf);
         p.sys_enter.set_autoload(btf && sys_enter);
         p.sys_enter_raw.set_autoload(!btf && sys_enter);
         p.sys_exit.set_autoload(btf && sys_exit);
@@ -250,6 +251,15 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     ];
 
     let mut hooks = hooks;
+    if btf {
+        // Needs the woken task's storage: BTF task pointers, so tp_btf only.
+        hooks.push(Hook {
+            name: "sched:sched_wakeup",
+            required: false,
+            prog: Some(&pp.sched_wakeup),
+            tracepoint: None,
+        });
+    }
     if !opts.tree.is_empty() {
         // Only a process tree needs its forks followed.
         hooks.push(Hook {

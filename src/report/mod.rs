@@ -1,6 +1,7 @@
 //! The run report: one struct (`iopath.report/1`), built from a finished run, rendered as text or
 //! JSON. Later reports (trace, compare) extend it with more keys; existing keys keep their meaning.
 
+pub mod compare_text;
 pub mod text;
 
 use serde::Serialize;
@@ -20,6 +21,8 @@ pub struct Report {
     /// The bundled generator's job (`null` when tracing another process).
     pub job: Option<Job>,
     pub system: System,
+    /// What outside the job changes I/O performance (kernel, IOMMU, device queue, CPU).
+    pub config: crate::sysconf::Config,
     pub target: Option<Prepared>,
     /// The traced process when it is not the bundled generator (`--pid`, `-- CMD`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,6 +133,10 @@ impl Report {
             tool: Tool::this(),
             job: Some(job.clone()),
             system: System::live(),
+            config: crate::sysconf::capture(
+                &crate::sysconf::SysRoots::live(),
+                &o.target.disk.iter().cloned().collect::<Vec<_>>(),
+            ),
             warnings: o.target.warnings.clone(),
             target: Some(o.target),
             process: None,
@@ -184,6 +191,7 @@ impl Report {
             tool: Tool::this(),
             job: None,
             system: System::live(),
+            config: crate::sysconf::capture(&crate::sysconf::SysRoots::live(), &[]),
             target: None,
             process: Some(process),
             warnings,

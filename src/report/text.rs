@@ -216,6 +216,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         us(t.softirq_block_ns.total),
         us(t.softirq_block_ns.per_io.round() as u64)
     )?;
+    writeln!(
+        w,
+        "    {:<40}{:>10}{:>10}",
+        "run-queue wait after wakeup (us)",
+        us(t.runq_wait_ns.total),
+        us(t.runq_wait_ns.per_io.round() as u64)
+    )?;
     if !t.hw_queues.is_empty() {
         let q: Vec<String> = t.hw_queues.iter().map(|(q, n)| format!("q{q}: {n}")).collect();
         writeln!(w, "  hardware queues  {}", q.join("  "))?;

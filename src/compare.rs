@@ -1,0 +1,762 @@
+//! `iopath compare`: two runs -> what changed, by how much, and the most likely cause. Pure: the
+//! reports' JSON and their folded stacks in, a `Comparison` out (the CLI reads the files and
+//! writes the differential flamegraph).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::flame::fold;
+use crate::flame::iopath_frames::{family, Family};
+
+pub const SCHEMA: &str = "iopath.compare/1";
+const PHASES: [&str; 4] = ["submission", "block", "device", "completion"];
+
+/// Mean and percentiles of one latency, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Stat {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// One side of a comparison, read from an iopath report or fio's JSON output.
+#[derive(Clone, Debug, Default)]
+pub struct Side {
+    pub source: String,
+    /// "uring randread 4K qd32 on /dev/loop0, kernel 6.18" or "fio 3.33: job t".
+    pub label: String,
+    pub iops: f64,
+    pub cpu_per_io_ns: Option<f64>,
+    pub lat: Stat,
+    /// None for fio (latency only, no phases).
+    pub phases: Option<BTreeMap<&'static str, Stat>>,
+    /// Events per I/O (irq, ctx_switches, iommu_map ...), when traced.
+    pub per_io: BTreeMap<String, f64>,
+    /// Configuration and job, flattened to dotted keys.
+    pub config: BTreeMap<String, String>,
+    /// On-CPU folded stacks, when the run had --flamegraph.
+    pub folded: Option<Vec<(String, u64)>>,
+}
+
+/// Reads one side. `folded` is the content of its oncpu.folded, if the caller found one.
+pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<Side> {
+    if v.get("fio version").is_some() {
+        return fio_side(v, source);
+    }
+    match v.get("schema").and_then(Value::as_str) {
+        Some("iopath.report/1") => {}
+        Some(other) => bail!(
+            "{source}: schema '{other}' is not one iopath compare reads (iopath.report/1, or fio --output-format=json)"
+        ),
+        None => bail!(
+            "{source}: not an iopath report (no \"schema\") nor fio JSON (no \"fio version\"): give report.json from \
+             'iopath trace --out DIR' / '--json FILE', or fio --output-format=json output"
+        ),
+    }
+    let num = |p: &str| v.pointer(p).and_then(Value::as_f64);
+    let iops = num("/iops").ok_or_else(|| anyhow::anyhow!("{source}: the report has no iops"))?;
+    let lat = Stat {
+        count: v.pointer("/ios").and_then(Value::as_u64).unwrap_or(0),
+        mean: num("/lat_ns/mean").unwrap_or(0.0),
+        p50: num("/lat_ns/p50").unwrap_or(0.0),
+        p99: num("/lat_ns/p99").unwrap_or(0.0),
+    };
+    let phases = v.get("phases").filter(|p| p.is_object()).map(|p| {
+        PHASES
+            .iter()
+            .map(|&name| {
+                let g = |k: &str| p.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
+                (name, Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") })
+            })
+            .collect()
+    });
+    let mut per_io = BTreeMap::new();
+    for (key, path) in [
+        ("irq", "/irq/per_io"),
+        ("softirq_block", "/softirq_block/per_io"),
+        ("ctx_switches", "/ctx_switches/per_io"),
+        ("iommu_map", "/iommu_map/per_io"),
+        ("iommu_unmap", "/iommu_unmap/per_io"),
+        ("dma_map", "/dma_map/per_io"),
+        ("dma_unmap", "/dma_unmap/per_io"),
+        ("preempted_us", "/preempted_ns/per_io"),
+        ("runq_wait_us", "/runq_wait_ns/per_io"),
+    ] {
+        if let Some(x) = num(path) {
+            per_io.insert(key.to_owned(), if key.ends_with("_us") { x / 1000.0 } else { x });
+        }
+    }
+    if let (Some(inv), Some(ios)) = (num("/ctx_involuntary"), num("/ios")) {
+        per_io.insert("ctx_involuntary".to_owned(), if ios > 0.0 { inv / ios } else { 0.0 });
+    }
+    let mut config = BTreeMap::new();
+    if let Some(c) = v.get("config") {
+        flatten("", c, &mut config);
+    }
+    if let Some(j) = v.get("job").filter(|j| j.is_object()) {
+        flatten("job", j, &mut config);
+    }
+    let label = match (v.get("job").filter(|j| j.is_object()), v.get("process")) {
+        (Some(j), _) => format!(
+            "{} {} {} qd{} on {}, kernel {}",
+            j["engine"].as_str().unwrap_or("?"),
+            j["rw"].as_str().unwrap_or("?"),
+            j["bs"].as_u64().map_or_else(|| "?".into(), crate::job::fmt_bytes),
+            j["qd"].as_u64().unwrap_or(0),
+            v.pointer("/target/path").and_then(Value::as_str).unwrap_or("?"),
+            v.pointer("/system/kernel").and_then(Value::as_str).unwrap_or("?")
+        ),
+        (None, Some(p)) => format!(
+            "{} (traced), kernel {}",
+            p["command"].as_str().unwrap_or("?"),
+            v.pointer("/system/kernel").and_then(Value::as_str).unwrap_or("?")
+        ),
+        _ => source.to_owned(),
+    };
+    Ok(Side {
+        source: source.to_owned(),
+        label,
+        iops,
+        cpu_per_io_ns: num("/cpu/per_io_ns"),
+        lat,
+        phases,
+        per_io,
+        config,
+        folded: folded.map(fold::parse).transpose()?,
+    })
+}
+
+/// fio --output-format=json: the first job's reads (or writes), latency only.
+fn fio_side(v: &Value, source: &str) -> Result<Side> {
+    let Some(job) = v.pointer("/jobs/0") else { bail!("{source}: fio JSON without jobs") };
+    let dir = if job.pointer("/read/io_bytes").and_then(Value::as_u64).unwrap_or(0) > 0 { "read" } else { "write" };
+    let d = &job[dir];
+    let g = |p: &str| d.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
+    let mut config = BTreeMap::new();
+    if let Some(o) = job.get("job options") {
+        flatten("job", o, &mut config);
+    }
+    if let Some(o) = v.pointer("/global options") {
+        flatten("job", o, &mut config);
+    }
+    Ok(Side {
+        source: source.to_owned(),
+        label: format!(
+            "{}: job {}",
+            v["fio version"].as_str().unwrap_or("fio"),
+            job["jobname"].as_str().unwrap_or("?")
+        ),
+        iops: g("/iops"),
+        cpu_per_io_ns: None,
+        lat: Stat {
+            count: d.pointer("/total_ios").and_then(Value::as_u64).unwrap_or(0),
+            mean: g("/lat_ns/mean"),
+            p50: g("/clat_ns/percentile/50.000000"),
+            p99: g("/clat_ns/percentile/99.000000"),
+        },
+        phases: None,
+        per_io: BTreeMap::new(),
+        config,
+        folded: None,
+    })
+}
+
+/// Objects become dotted keys; lists of named objects are keyed by name (devices.vda.scheduler);
+/// other lists are joined.
+fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
+    let key = |k: &str| if prefix.is_empty() { k.to_owned() } else { format!("{prefix}.{k}") };
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                flatten(&key(k), x, out);
+            }
+        }
+        Value::Array(a) if !a.is_empty() && a.iter().all(|x| x.get("name").and_then(Value::as_str).is_some()) => {
+            for x in a {
+                let name = x["name"].as_str().unwrap_or("");
+                flatten(&key(name), x, out);
+            }
+        }
+        Value::Array(a) if a.is_empty() => {
+            out.insert(prefix.to_owned(), "(none)".to_owned());
+        }
+        Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(scalar).collect();
+            out.insert(prefix.to_owned(), parts.join(", "));
+        }
+        _ => {
+            out.insert(prefix.to_owned(), scalar(v));
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "none".to_owned(),
+        Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(" x"),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Change {
+    pub before: f64,
+    pub after: f64,
+    /// Relative change in percent (None when `before` is 0).
+    pub pct: Option<f64>,
+}
+
+impl Change {
+    fn new(before: f64, after: f64) -> Change {
+        Change { before, after, pct: (before != 0.0).then(|| (after - before) / before * 100.0) }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseChange {
+    pub phase: &'static str,
+    pub before: Stat,
+    pub after: Stat,
+    pub delta_mean_ns: f64,
+    pub delta_p50_ns: f64,
+    pub delta_p99_ns: f64,
+    /// What a change of the mean must exceed to count (see `noise_ns`).
+    pub noise_ns: f64,
+    /// "grew", "shrank" or "within noise".
+    pub judgement: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigChange {
+    pub key: String,
+    pub before: String,
+    pub after: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameChange {
+    pub frame: String,
+    /// Inclusive share of on-CPU samples, 0..1.
+    pub before: f64,
+    pub after: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FamilyShare {
+    pub family: &'static str,
+    pub before: f64,
+    pub after: f64,
+    /// The frames of the family that grew most, for the verdict.
+    pub top_frames: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub schema: &'static str,
+    pub before: String,
+    pub after: String,
+    pub iops: Change,
+    pub cpu_per_io_ns: Option<Change>,
+    pub latency_mean_ns: Change,
+    pub latency_p99_ns: Change,
+    /// Empty when a side has no phases (fio).
+    pub phases: Vec<PhaseChange>,
+    /// Events per I/O before and after.
+    pub per_io: Vec<(String, Change)>,
+    pub config_changes: Vec<ConfigChange>,
+    /// On-CPU frames whose share grew / shrank the most (needs both sides' folded stacks).
+    pub frames_grew: Vec<FrameChange>,
+    pub frames_shrank: Vec<FrameChange>,
+    /// Frames absent before (< 0.1% of samples) and visible after (>= 0.3%): new code on the path,
+    /// e.g. a scheduler's or the IOMMU's.
+    pub frames_new: Vec<FrameChange>,
+    /// Share of on-CPU samples with a frame of each I/O-path family (io_uring, aio, block layer,
+    /// driver, IOMMU/DMA), before and after.
+    pub families: Vec<FamilyShare>,
+    /// The phase whose mean moved the most beyond noise: submission, block, device, completion or none.
+    pub dominant_phase: &'static str,
+    /// Likely causes, most likely first.
+    pub causes: Vec<String>,
+    pub verdict: String,
+    /// The differential flamegraph, when one was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_flamegraph: Option<std::path::PathBuf>,
+}
+
+/// A phase's mean must move by more than this to count: 5% of the larger mean (run-to-run drift
+/// on a shared VM is of that order), three standard errors of the difference (the spread estimated
+/// from p50..p99 of a roughly log-normal latency), and 0.25 us (timestamp and histogram
+/// resolution).
+pub fn noise_ns(b: &Stat, a: &Stat) -> f64 {
+    let se = |s: &Stat| {
+        let sigma = ((s.p99 - s.p50) / 2.33).max(0.0);
+        if s.count > 0 {
+            sigma / (s.count as f64).sqrt()
+        } else {
+            sigma
+        }
+    };
+    let se_diff = (se(b).powi(2) + se(a).powi(2)).sqrt();
+    (0.05 * b.mean.max(a.mean)).max(3.0 * se_diff).max(250.0)
+}
+
+/// Keys that differ between runs without meaning anything (the run's own time or output paths).
+fn ignored_key(k: &str) -> bool {
+    k.starts_with("job.seed") || k.ends_with("config_source") || k.starts_with("job.runtime")
+}
+
+pub fn compare(b: &Side, a: &Side) -> Comparison {
+    let mut phases = Vec::new();
+    if let (Some(pb), Some(pa)) = (&b.phases, &a.phases) {
+        for name in PHASES {
+            let (sb, sa) = (pb[name], pa[name]);
+            let d = sa.mean - sb.mean;
+            let noise = noise_ns(&sb, &sa);
+            phases.push(PhaseChange {
+                phase: name,
+                before: sb,
+                after: sa,
+                delta_mean_ns: d,
+                delta_p50_ns: sa.p50 - sb.p50,
+                delta_p99_ns: sa.p99 - sb.p99,
+                noise_ns: noise,
+                judgement: if d.abs() <= noise {
+                    "within noise"
+                } else if d > 0.0 {
+                    "grew"
+                } else {
+                    "shrank"
+                },
+            });
+        }
+    }
+    let dominant = phases
+        .iter()
+        .filter(|p| p.judgement != "within noise")
+        .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()));
+    let dominant_phase = dominant.map_or("none", |p| p.phase);
+
+    let keys: BTreeSet<&String> = b.per_io.keys().chain(a.per_io.keys()).collect();
+    let per_io: Vec<(String, Change)> = keys
+        .into_iter()
+        .map(|k| {
+            let g = |s: &Side| s.per_io.get(k).copied().unwrap_or(0.0);
+            (k.clone(), Change::new(g(b), g(a)))
+        })
+        .collect();
+
+    let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
+    let config_changes: Vec<ConfigChange> = keys
+        .into_iter()
+        .filter(|k| !ignored_key(k))
+        .filter_map(|k| {
+            let (x, y) = (b.config.get(k), a.config.get(k));
+            (x != y).then(|| ConfigChange {
+                key: k.clone(),
+                before: x.cloned().unwrap_or_else(|| "(absent)".into()),
+                after: y.cloned().unwrap_or_else(|| "(absent)".into()),
+            })
+        })
+        .collect();
+
+    let (frames_grew, frames_shrank, frames_new, families) = match (&b.folded, &a.folded) {
+        (Some(fb), Some(fa)) => {
+            let (g, s, n) = frame_changes(fb, fa);
+            let fams = family_shares(fb, fa, &g);
+            (g, s, n, fams)
+        }
+        _ => (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+    };
+
+    let mut c = Comparison {
+        schema: SCHEMA,
+        before: b.label.clone(),
+        after: a.label.clone(),
+        iops: Change::new(b.iops, a.iops),
+        cpu_per_io_ns: b.cpu_per_io_ns.zip(a.cpu_per_io_ns).map(|(x, y)| Change::new(x, y)),
+        latency_mean_ns: Change::new(b.lat.mean, a.lat.mean),
+        latency_p99_ns: Change::new(b.lat.p99, a.lat.p99),
+        phases,
+        per_io,
+        config_changes,
+        frames_grew,
+        frames_shrank,
+        frames_new,
+        families,
+        dominant_phase,
+        causes: Vec::new(),
+        verdict: String::new(),
+        diff_flamegraph: None,
+    };
+    c.causes = causes(&c);
+    c.verdict = verdict(&c);
+    c
+}
+
+/// Frames (process names left out) whose inclusive share moved by at least half a point, and the
+/// frames new after.
+fn frame_changes(b: &[(String, u64)], a: &[(String, u64)]) -> (Vec<FrameChange>, Vec<FrameChange>, Vec<FrameChange>) {
+    let comms: BTreeSet<&str> = b.iter().chain(a).filter_map(|(s, _)| s.split(';').next()).collect();
+    let sb: BTreeMap<String, f64> = fold::inclusive_shares(b).into_iter().collect();
+    let sa: BTreeMap<String, f64> = fold::inclusive_shares(a).into_iter().collect();
+    let names: BTreeSet<&String> = sb.keys().chain(sa.keys()).collect();
+    let all: Vec<FrameChange> = names
+        .into_iter()
+        .filter(|n| !comms.contains(n.as_str()))
+        .map(|n| FrameChange {
+            frame: n.trim_end_matches("_[k]").to_owned(),
+            before: sb.get(n).copied().unwrap_or(0.0),
+            after: sa.get(n).copied().unwrap_or(0.0),
+        })
+        .collect();
+    // New frames, the widest of each name prefix ("bfq", "blk", "iommu"): a new scheduler's
+    // functions would otherwise hide behind the generic dispatch path that now calls them.
+    let mut new: Vec<FrameChange> = all.iter().filter(|f| f.before < 0.001 && f.after >= 0.003).cloned().collect();
+    new.sort_by(|x, y| y.after.total_cmp(&x.after));
+    let mut prefixes = BTreeSet::new();
+    new.retain(|f| prefixes.insert(f.frame.trim_start_matches('_').split('_').next().unwrap_or("").to_owned()));
+    new.truncate(10);
+    let mut moved: Vec<FrameChange> = all.into_iter().filter(|f| (f.after - f.before).abs() >= 0.005).collect();
+    moved.sort_by(|x, y| (y.after - y.before).total_cmp(&(x.after - x.before)));
+    let grew: Vec<FrameChange> = moved.iter().filter(|f| f.after > f.before).take(10).cloned().collect();
+    let mut shrank: Vec<FrameChange> = moved.into_iter().filter(|f| f.after < f.before).collect();
+    shrank.reverse();
+    shrank.truncate(10);
+    (grew, shrank, new)
+}
+
+/// Share of samples whose stack holds a frame of `fam`.
+fn family_share(lines: &[(String, u64)], fam: Family) -> f64 {
+    let total: u64 = lines.iter().map(|(_, n)| n).sum();
+    let hit: u64 = lines.iter().filter(|(s, _)| s.split(';').any(|f| family(f) == Some(fam))).map(|(_, n)| n).sum();
+    if total == 0 {
+        0.0
+    } else {
+        hit as f64 / total as f64
+    }
+}
+
+fn family_shares(b: &[(String, u64)], a: &[(String, u64)], grew: &[FrameChange]) -> Vec<FamilyShare> {
+    Family::ALL
+        .iter()
+        .map(|&fam| FamilyShare {
+            family: fam.label(),
+            before: family_share(b, fam),
+            after: family_share(a, fam),
+            top_frames: grew
+                .iter()
+                .filter(|f| family(&f.frame) == Some(fam))
+                .take(2)
+                .map(|f| f.frame.clone())
+                .collect(),
+        })
+        .collect()
+}
+
+fn per_io<'a>(c: &'a Comparison, key: &str) -> Option<&'a Change> {
+    c.per_io.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+fn phase<'a>(c: &'a Comparison, name: &str) -> Option<&'a PhaseChange> {
+    c.phases.iter().find(|p| p.phase == name)
+}
+
+/// Likely causes, most specific first: what the configuration diff shows, then what the counts
+/// and stacks show when the configuration did not change.
+fn causes(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    let changed = |pred: &dyn Fn(&str) -> bool| -> Vec<&ConfigChange> {
+        c.config_changes.iter().filter(|x| pred(&x.key)).collect()
+    };
+    let iommu_maps = per_io(c, "iommu_map").map(|m| (m.before, m.after));
+    let iommu_cfg = changed(&|k| k.starts_with("iommu.") && !k.starts_with("iommu.config"));
+    let iommu_frames = c.families.iter().any(|f| f.family == Family::IommuDma.label() && f.after - f.before >= 0.02);
+    if !iommu_cfg.is_empty() || iommu_maps.is_some_and(|(b, a)| a - b >= 0.5) || iommu_frames {
+        let mut s = String::from("IOMMU translation");
+        for x in iommu_cfg.iter().take(2) {
+            s.push_str(&format!("; {} changed {} -> {}", x.key, x.before, x.after));
+        }
+        if let Some((b, a)) = iommu_maps {
+            if (a - b).abs() >= 0.5 {
+                s.push_str(&format!("; iommu map/unmap {b:.1} -> {a:.1} per I/O"));
+            }
+        }
+        out.push(s);
+    }
+    for x in changed(&|k| k.starts_with("devices.") && k.ends_with(".scheduler")) {
+        out.push(format!("I/O scheduler of {} changed {} -> {}", device_of(&x.key), x.before, x.after));
+    }
+    for x in changed(&|k| {
+        k.starts_with("devices.")
+            && [
+                ".nomerges",
+                ".rq_affinity",
+                ".wbt_lat_usec",
+                ".nr_requests",
+                ".io_poll",
+                ".write_cache",
+                ".read_ahead_kb",
+                ".iostats",
+                ".nr_hw_queues",
+            ]
+            .iter()
+            .any(|s| k.ends_with(s))
+    }) {
+        out.push(format!("{} changed {} -> {}", x.key, x.before, x.after));
+    }
+    for x in changed(&|k| k == "nvme_poll_queues") {
+        out.push(format!("NVMe poll queues changed {} -> {}", x.before, x.after));
+    }
+    for x in changed(&|k| k == "kernel") {
+        out.push(format!("kernel changed {} -> {}", x.before, x.after));
+    }
+    for x in changed(&|k| k == "mitigations" || k == "governor") {
+        out.push(format!("CPU {} changed", x.key));
+    }
+    let job: Vec<String> = changed(&|k| k.starts_with("job."))
+        .iter()
+        .filter(|x| {
+            !x.key.starts_with("job.target") && !x.key.starts_with("job.file") && !x.key.starts_with("job.device")
+        })
+        .map(|x| format!("{} {} -> {}", x.key.trim_start_matches("job."), x.before, x.after))
+        .collect();
+    if !job.is_empty() {
+        out.push(format!("the job itself changed: {}", job.join(", ")));
+    }
+    // CPU contention: the application waits to run, visible as completion (reap) time with
+    // involuntary switches or preempted time up and nothing else changed.
+    let inv = per_io(c, "ctx_involuntary").map(|x| (x.before, x.after));
+    let pre = per_io(c, "preempted_us").map(|x| (x.before, x.after));
+    let runq = per_io(c, "runq_wait_us").map(|x| (x.before, x.after));
+    let completion_grew = phase(c, "completion").is_some_and(|p| p.judgement == "grew");
+    let contended = inv.is_some_and(|(b, a)| a > b * 1.5 + 0.01)
+        || pre.is_some_and(|(b, a)| a > b + 1.0)
+        || runq.is_some_and(|(b, a)| a > b * 1.5 + 1.0);
+    if completion_grew && contended {
+        let mut s = String::from("CPU contention: the application was runnable but not running");
+        if let Some((b, a)) = runq.filter(|(b, a)| a > &(b + 0.5)) {
+            s.push_str(&format!("; run-queue wait after wakeup {b:.1} -> {a:.1} us per I/O"));
+        }
+        if let Some((b, a)) = inv.filter(|(b, a)| (a - b).abs() >= 0.005) {
+            s.push_str(&format!("; involuntary context switches {b:.3} -> {a:.3} per I/O"));
+        }
+        if let Some((b, a)) = pre {
+            if (a - b).abs() >= 0.1 {
+                s.push_str(&format!("; preempted outside syscalls {b:.1} -> {a:.1} us per I/O"));
+            }
+        }
+        out.push(s);
+    }
+    if out.is_empty() {
+        match c.dominant_phase {
+            "device" => {
+                out.push("the device itself got slower or faster (nothing in the configuration changed)".into())
+            }
+            "none" => {}
+            p => out.push(format!("no configuration change explains it; the {p} phase moved")),
+        }
+    }
+    out
+}
+
+fn device_of(key: &str) -> &str {
+    key.strip_prefix("devices.").and_then(|k| k.split('.').next()).unwrap_or(key)
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1} us", ns / 1000.0)
+}
+
+fn signed_us(ns: f64) -> String {
+    format!("{}{:.1} us", if ns >= 0.0 { "+" } else { "-" }, ns.abs() / 1000.0)
+}
+
+/// One paragraph: the IOPS change, the likely cause, what the phases did, what the counts and
+/// the stacks show.
+fn verdict(c: &Comparison) -> String {
+    let mut parts = Vec::new();
+    let iops = match c.iops.pct {
+        Some(p) if p.abs() < 1.0 => "IOPS unchanged".to_owned(),
+        Some(p) => format!("IOPS {}{:.0}%", if p >= 0.0 { "+" } else { "-" }, p.abs()),
+        None => "IOPS n/a".to_owned(),
+    };
+    parts.push(format!("{iops} (mean latency {} -> {}).", us(c.latency_mean_ns.before), us(c.latency_mean_ns.after)));
+    if let Some(first) = c.causes.first() {
+        parts.push(format!("Likely cause: {first}."));
+    }
+    if !c.phases.is_empty() {
+        let moved: Vec<&PhaseChange> = {
+            let mut m: Vec<&PhaseChange> = c.phases.iter().filter(|p| p.judgement != "within noise").collect();
+            m.sort_by(|x, y| y.delta_mean_ns.abs().total_cmp(&x.delta_mean_ns.abs()));
+            m
+        };
+        let still: Vec<&str> = c.phases.iter().filter(|p| p.judgement == "within noise").map(|p| p.phase).collect();
+        if moved.is_empty() {
+            parts.push("Every phase within noise.".to_owned());
+        } else {
+            let desc: Vec<String> = moved
+                .iter()
+                .map(|p| {
+                    let rel = if p.before.mean > 0.0 { p.after.mean / p.before.mean } else { f64::INFINITY };
+                    format!(
+                        "{} {} per I/O ({} -> {}, x{:.1})",
+                        p.phase,
+                        signed_us(p.delta_mean_ns),
+                        us(p.before.mean),
+                        us(p.after.mean),
+                        rel
+                    )
+                })
+                .collect();
+            let mut s = desc.join("; ");
+            if !still.is_empty() {
+                s.push_str(&format!("; {} within noise", still.join(", ")));
+            }
+            parts.push(format!("{s}."));
+        }
+    } else {
+        parts.push("Latency only (one side has no phase breakdown).".to_owned());
+    }
+    let counts: Vec<String> = c
+        .per_io
+        .iter()
+        .filter(|(k, v)| !k.ends_with("_us") && (v.after - v.before).abs() >= 0.05 * v.before.max(v.after).max(0.2))
+        .map(|(k, v)| format!("{} {:.2} -> {:.2} per I/O", k.replace('_', " "), v.before, v.after))
+        .collect();
+    if !counts.is_empty() {
+        parts.push(format!("{}.", counts.join("; ")));
+    }
+    // I/O-path families whose share of on-CPU samples grew by a point or more, with examples.
+    let fams: Vec<String> = c
+        .families
+        .iter()
+        .filter(|f| f.after - f.before >= 0.01)
+        .map(|f| {
+            let ex = if f.top_frames.is_empty() { String::new() } else { format!(" ({})", f.top_frames.join(", ")) };
+            format!("{} frames {:.1}% -> {:.1}% of on-CPU samples{ex}", f.family, f.before * 100.0, f.after * 100.0)
+        })
+        .collect();
+    if !fams.is_empty() {
+        parts.push(format!("{}.", fams.join("; ")));
+    } else if !c.frames_grew.is_empty() {
+        let f: Vec<String> = c
+            .frames_grew
+            .iter()
+            .take(3)
+            .map(|f| format!("{} {:.1}% -> {:.1}%", f.frame, f.before * 100.0, f.after * 100.0))
+            .collect();
+        parts.push(format!("On-CPU frames that grew: {}.", f.join(", ")));
+    }
+    if !c.frames_new.is_empty() {
+        let f: Vec<String> =
+            c.frames_new.iter().take(4).map(|f| format!("{} {:.1}%", f.frame, f.after * 100.0)).collect();
+        parts.push(format!("New on-CPU frames: {}.", f.join(", ")));
+    }
+    for other in c.causes.iter().skip(1).take(3) {
+        parts.push(format!("Also: {other}."));
+    }
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(mean: f64) -> Stat {
+        Stat { count: 100_000, mean, p50: mean * 0.95, p99: mean * 1.6 }
+    }
+
+    fn side(phases: [f64; 4], iops: f64) -> Side {
+        Side {
+            label: "x".into(),
+            iops,
+            lat: stat(phases.iter().sum()),
+            phases: Some(PHASES.iter().zip(phases).map(|(&n, m)| (n, stat(m))).collect()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn noise_floor_and_judgement() {
+        let b = side([1000.0, 2000.0, 20_000.0, 3000.0], 30_000.0);
+        let a = side([1040.0, 5000.0, 20_400.0, 3000.0], 25_000.0);
+        let c = compare(&b, &a);
+        let j: Vec<&str> = c.phases.iter().map(|p| p.judgement).collect();
+        // 40 ns and 400 ns (2% of the device's 20 us) are noise; +3 us of block is not.
+        assert_eq!(j, vec!["within noise", "grew", "within noise", "within noise"]);
+        assert_eq!(c.dominant_phase, "block");
+        assert!(c.verdict.starts_with("IOPS -17%"), "{}", c.verdict);
+        assert!(c.verdict.contains("block +3.0 us per I/O (2.0 us -> 5.0 us, x2.5)"), "{}", c.verdict);
+    }
+
+    #[test]
+    fn nothing_moved() {
+        let b = side([1000.0, 2000.0, 20_000.0, 3000.0], 30_000.0);
+        let c = compare(&b, &b.clone());
+        assert_eq!(c.dominant_phase, "none");
+        assert!(c.verdict.contains("Every phase within noise"));
+        assert!(c.causes.is_empty());
+    }
+
+    #[test]
+    fn scheduler_change_leads_the_verdict() {
+        let mut b = side([1800.0, 1800.0, 15_800.0, 13_000.0], 30_000.0);
+        let mut a = side([1900.0, 4500.0, 18_400.0, 18_000.0], 23_000.0);
+        b.config.insert("devices.loop0.scheduler".into(), "none".into());
+        a.config.insert("devices.loop0.scheduler".into(), "bfq".into());
+        let c = compare(&b, &a);
+        assert_eq!(c.config_changes.len(), 1);
+        assert_eq!(c.causes[0], "I/O scheduler of loop0 changed none -> bfq");
+        assert!(c.verdict.contains("Likely cause: I/O scheduler of loop0 changed none -> bfq."), "{}", c.verdict);
+        assert!(c.verdict.contains("x2.5"), "the block phase's relative growth: {}", c.verdict);
+    }
+
+    #[test]
+    fn cpu_contention_without_config_change() {
+        let mut b = side([1500.0, 800.0, 15_000.0, 15_000.0], 30_000.0);
+        let mut a = side([1500.0, 800.0, 15_000.0, 36_000.0], 17_000.0);
+        b.per_io.insert("ctx_involuntary".into(), 0.001);
+        a.per_io.insert("ctx_involuntary".into(), 0.4);
+        let c = compare(&b, &a);
+        assert_eq!(c.dominant_phase, "completion");
+        assert!(c.causes[0].starts_with("CPU contention"), "{:?}", c.causes);
+    }
+
+    #[test]
+    fn flatten_names_devices_and_joins_lists() {
+        let v: Value = serde_json::json!({
+            "kernel": "6.18", "devices": [{"name": "vda", "scheduler": "mq-deadline"}],
+            "iommu": {"group_types": [["DMA", 3]], "cmdline": ["intel_iommu=on"]}, "governor": null
+        });
+        let mut m = BTreeMap::new();
+        flatten("", &v, &mut m);
+        assert_eq!(m["devices.vda.scheduler"], "mq-deadline");
+        assert_eq!(m["iommu.group_types"], "DMA x3");
+        assert_eq!(m["iommu.cmdline"], "intel_iommu=on");
+        assert_eq!(m["governor"], "none");
+    }
+
+    #[test]
+    fn refuses_other_schemas_and_reads_fio() {
+        let e = side_from_json(&serde_json::json!({"schema": "iopath.sweep/1"}), "s.json", None).unwrap_err();
+        assert!(e.to_string().contains("schema 'iopath.sweep/1'"));
+        let e = side_from_json(&serde_json::json!({"hello": 1}), "h.json", None).unwrap_err();
+        assert!(e.to_string().contains("not an iopath report"));
+        let fio = serde_json::json!({
+            "fio version": "fio-3.33",
+            "jobs": [{"jobname": "t", "job options": {"iodepth": "16"},
+                      "read": {"io_bytes": 4096, "iops": 1000.0, "total_ios": 10,
+                               "lat_ns": {"mean": 50000.0},
+                               "clat_ns": {"percentile": {"50.000000": 40000, "99.000000": 90000}}}}]
+        });
+        let s = side_from_json(&fio, "fio.json", None).unwrap();
+        assert_eq!((s.iops, s.lat.mean, s.lat.p99), (1000.0, 50000.0, 90000.0));
+        assert!(s.phases.is_none());
+        assert_eq!(s.config["job.iodepth"], "16");
+    }
+}
