@@ -46,6 +46,33 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Explain the difference between two runs: phases, counts, configuration, flamegraphs.
     Compare(CompareArgs),
+    /// The engine x queue-depth study: every point N times in a seeded random order, median run
+    /// with min/max, the phase breakdown per point, and an HTML report.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Engines, comma-separated: uring, aio, psync, uring+sqpoll, uring+iopoll, uring+batch, aio+batch.
+    #[arg(long, default_value = "uring,aio")]
+    pub engine: String,
+    /// Queue depths, comma-separated (psync: the number of threads).
+    #[arg(long, default_value = "1,2,4,8,16,32,64,128")]
+    pub qd: String,
+    /// Runs per point.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Pause between runs (e.g. 2s), to let caches, clocks and the device settle.
+    #[arg(long, value_parser = job::parse_duration)]
+    pub cooldown: Option<Duration>,
+    /// Measure with 'iopath run' only (no phases, no probes).
+    #[arg(long)]
+    pub no_trace: bool,
+    /// Folder for every run's report, sweep.json and report.html (default flamegraphs/sweep-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub job: JobCommon,
 }
 
 #[derive(Args, Debug)]
@@ -149,12 +176,22 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// The workload, fio-style. Shared by `run` and (later) `trace` and `sweep`.
+/// The workload, fio-style. Shared by `run` and `trace`.
 #[derive(Args, Debug, Clone)]
 pub struct JobArgs {
     /// I/O engine.
     #[arg(long, value_enum, default_value_t = EngineKind::Uring)]
     pub engine: EngineKind,
+    /// I/Os in flight per job thread.
+    #[arg(long, default_value_t = 1)]
+    pub qd: u32,
+    #[command(flatten)]
+    pub common: JobCommon,
+}
+
+/// Every job flag but the engine and the queue depth (which `sweep` takes as lists).
+#[derive(Args, Debug, Clone)]
+pub struct JobCommon {
     /// Access pattern.
     #[arg(long, value_enum, default_value_t = Rw::Randread)]
     pub rw: Rw,
@@ -164,9 +201,6 @@ pub struct JobArgs {
     /// Block size (4k, 64k, 1m...).
     #[arg(long, default_value = "4k", value_parser = job::parse_size)]
     pub bs: u64,
-    /// I/Os in flight per job thread.
-    #[arg(long, default_value_t = 1)]
-    pub qd: u32,
     /// Bytes of the target to use (default: the whole file or device; 1g for a new file).
     #[arg(long, value_parser = job::parse_size)]
     pub size: Option<u64>,
@@ -219,6 +253,12 @@ pub struct JobArgs {
 
 impl JobArgs {
     pub fn to_job(&self) -> Result<Job> {
+        self.common.to_job(self.engine, self.qd)
+    }
+}
+
+impl JobCommon {
+    pub fn to_job(&self, engine: EngineKind, qd: u32) -> Result<Job> {
         let bs = u32::try_from(self.bs).map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", self.bs))?;
         let target = match (&self.file, &self.device) {
             (_, Some(d)) => Target::Device(d.clone()),
@@ -235,11 +275,11 @@ impl JobArgs {
             (None, None) => Stop::Runtime(Duration::from_secs(10)),
         };
         let job = Job {
-            engine: self.engine,
+            engine,
             rw: self.rw,
             mix_read_pct: self.mix,
             bs,
-            qd: self.qd,
+            qd,
             size,
             stop,
             target,

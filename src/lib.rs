@@ -12,5 +12,6 @@ pub mod loadgen;
 pub mod model;
 pub mod probe;
 pub mod report;
+pub mod sweep;
 pub mod sysconf;
 pub mod trace;

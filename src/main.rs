@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, TraceArgs};
+use iopath::cli::{Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, SweepArgs, TraceArgs};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report_cmd(a),
         Command::Flamegraph(a) => flamegraph_cmd(a, cli.verbose),
         Command::Compare(a) => compare_cmd(a),
+        Command::Sweep(a) => sweep_cmd(a),
     };
     match res {
         Ok(code) => code,
@@ -89,6 +90,10 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         let mut txt = Vec::new();
         report::render_text(&rep, &mut txt)?;
         write("report.txt", txt)?;
+        let flame =
+            rep.flamegraphs.as_ref().and_then(|f| f.oncpu.as_ref()).and_then(|g| std::fs::read_to_string(&g.svg).ok());
+        let html = report::html::trace_page(&serde_json::to_value(&rep)?, &raw, flame.as_deref());
+        write("report.html", html.into_bytes())?;
     }
     emit(&rep, a.json.as_deref())?;
     if let Some(e) = iopath::trace::command_failed(&rep) {
@@ -137,10 +142,17 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
     let (before, fb) = load_side(&a.before)?;
     let (after, fa) = load_side(&a.after)?;
     let mut c = iopath::compare::compare(&before, &after);
+    let mut dir = a.out.clone();
     if let (Some(fb), Some(fa)) = (fb, fa) {
-        let dir = a.out.clone().unwrap_or_else(|| iopath::flame::default_dir("compare"));
-        let (_, svg) = iopath::flame::write_diff(&fb, &fa, &dir)?;
+        let d = dir.get_or_insert_with(|| iopath::flame::default_dir("compare"));
+        let (_, svg) = iopath::flame::write_diff(&fb, &fa, d)?;
         c.diff_flamegraph = Some(svg);
+    }
+    if let Some(d) = &dir {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        let diff = c.diff_flamegraph.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
+        std::fs::write(d.join("report.html"), report::html::compare_page(&c, diff.as_deref()))?;
+        std::fs::write(d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
     }
     match &a.json {
         Some(p) if p.as_os_str() == "-" => {
@@ -154,6 +166,97 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
         }
         None => report::compare_text::render(&c, &mut std::io::stdout().lock())?,
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
+    use iopath::sweep;
+    let variants = sweep::parse_variants(&a.engine)?;
+    let qds = sweep::parse_qds(&a.qd)?;
+    let base = a.job.to_job(iopath::job::EngineKind::Uring, 1)?;
+    for v in &variants {
+        for &qd in &qds {
+            v.job(&base, qd).validate().with_context(|| format!("{} at qd {qd}", v.name))?;
+        }
+    }
+    if !a.no_trace {
+        iopath::trace::check_can_trace(&sysconf::SysRoots::live())?;
+    }
+    let dir = a.out.clone().unwrap_or_else(|| iopath::flame::default_dir("sweep"));
+    std::fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
+    loadgen::stop_on_signals();
+    let plan = sweep::plan(variants.len(), &qds, a.repeat, base.seed);
+    let started = std::time::Instant::now();
+    let mut results = Vec::new();
+    let mut first_config = None;
+    for (i, p) in plan.iter().enumerate() {
+        if loadgen::stopped() {
+            eprintln!("iopath sweep: stopped; keeping the {} run(s) that finished", results.len());
+            break;
+        }
+        let v = &variants[p.variant];
+        let job = v.job(&base, p.qd);
+        let rep = if a.no_trace {
+            loadgen::run(&job).map(|o| report::Report::from_run(&job, o))
+        } else {
+            iopath::trace::run(&job, &iopath::trace::TraceFlags::default()).map(|(r, _)| r)
+        };
+        let rep = match rep {
+            Ok(r) => r,
+            Err(e) => {
+                // One failed point must not lose the others: it shows as missing runs.
+                eprintln!("iopath sweep: {} qd{} run {} failed: {e:#}", v.name, p.qd, p.rep);
+                continue;
+            }
+        };
+        let name = format!("runs/{}-qd{}-r{}.json", v.name.replace('+', "_"), p.qd, p.rep);
+        let value = serde_json::to_value(&rep)?;
+        std::fs::write(dir.join(&name), serde_json::to_vec_pretty(&value)?)?;
+        if first_config.is_none() {
+            first_config = Some(value["config"].clone());
+        }
+        let r = sweep::run_result(&value, &v.name, p.qd, p.rep, &name);
+        let done = i + 1;
+        let left = started.elapsed().as_secs_f64() / done as f64 * (plan.len() - done) as f64;
+        eprintln!(
+            "[{done}/{}] {} qd{} run {}: {:.0} IOPS, p99 {:.1} us; about {:.0} s left",
+            plan.len(),
+            v.name,
+            p.qd,
+            p.rep,
+            r.iops,
+            r.lat_p99_ns / 1000.0,
+            left
+        );
+        results.push(r);
+        if let Some(c) = a.cooldown.filter(|_| done < plan.len()) {
+            let until = std::time::Instant::now() + c;
+            while std::time::Instant::now() < until && !loadgen::stopped() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+    let s = sweep::summarize(&variants, &qds, a.repeat, base.seed, !a.no_trace, results);
+    std::fs::write(dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
+    std::fs::write(dir.join("report.html"), report::html::sweep_page(&s, first_config.as_ref()))?;
+    for (stem, svg) in report::html::sweep_charts(&s) {
+        std::fs::write(dir.join(format!("{stem}.svg")), svg)?;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{:<16}{:>5}{:>12}{:>22}{:>10}{:>10}", "point", "runs", "IOPS", "min..max", "p50 us", "p99 us")?;
+    for p in &s.points {
+        writeln!(
+            out,
+            "{:<16}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}",
+            format!("{} qd{}", p.variant, p.qd),
+            p.runs,
+            p.iops.median,
+            format!("{:.0}..{:.0}", p.iops.min, p.iops.max),
+            p.lat_p50_ns.median / 1000.0,
+            p.lat_p99_ns.median / 1000.0
+        )?;
+    }
+    writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;
     Ok(ExitCode::SUCCESS)
 }
 

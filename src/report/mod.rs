@@ -2,6 +2,8 @@
 //! JSON. Later reports (trace, compare) extend it with more keys; existing keys keep their meaning.
 
 pub mod compare_text;
+pub mod html;
+pub mod plot;
 pub mod text;
 
 use serde::Serialize;
