@@ -243,17 +243,22 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         std::fs::write(dir.join(format!("{stem}.svg")), svg)?;
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{:<16}{:>5}{:>12}{:>22}{:>10}{:>10}", "point", "runs", "IOPS", "min..max", "p50 us", "p99 us")?;
+    writeln!(
+        out,
+        "{:<16}{:>5}{:>12}{:>22}{:>10}{:>10}{:>10}",
+        "point", "runs", "IOPS", "min..max", "p50 us", "p99 us", "in flight"
+    )?;
     for p in &s.points {
         writeln!(
             out,
-            "{:<16}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}",
+            "{:<16}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}{:>10.1}",
             format!("{} qd{}", p.variant, p.qd),
             p.runs,
             p.iops.median,
             format!("{:.0}..{:.0}", p.iops.min, p.iops.max),
             p.lat_p50_ns.median / 1000.0,
-            p.lat_p99_ns.median / 1000.0
+            p.lat_p99_ns.median / 1000.0,
+            p.inflight_avg.median
         )?;
     }
     writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;

@@ -136,6 +136,8 @@ pub struct RunResult {
     pub lat_p50_ns: f64,
     pub lat_p99_ns: f64,
     pub cpu_per_io_ns: f64,
+    /// I/Os in flight on average (Little's law), against the requested depth.
+    pub inflight_avg: f64,
     /// Phase means (submission, block, device, completion); zeros when not traced.
     pub phases_ns: [f64; 4],
     pub irq_per_io: f64,
@@ -155,6 +157,7 @@ pub fn run_result(v: &Value, variant: &str, qd: u32, rep: u32, report: &str) -> 
         lat_p50_ns: n("/lat_ns/p50"),
         lat_p99_ns: n("/lat_ns/p99"),
         cpu_per_io_ns: n("/cpu/per_io_ns"),
+        inflight_avg: n("/inflight_avg"),
         phases_ns: [
             n("/phases/submission/mean_ns"),
             n("/phases/block/mean_ns"),
@@ -187,6 +190,7 @@ pub struct Point {
     pub lat_p50_ns: Spread,
     pub lat_p99_ns: Spread,
     pub cpu_per_io_ns: Spread,
+    pub inflight_avg: Spread,
     /// The median run's phase means.
     pub phases_ns: [f64; 4],
     pub irq_per_io: f64,
@@ -249,6 +253,7 @@ pub fn summarize(
                 lat_p50_ns: col(&|r| r.lat_p50_ns),
                 lat_p99_ns: col(&|r| r.lat_p99_ns),
                 cpu_per_io_ns: col(&|r| r.cpu_per_io_ns),
+                inflight_avg: col(&|r| r.inflight_avg),
                 phases_ns: med.phases_ns,
                 irq_per_io: med.irq_per_io,
                 ctx_per_io: med.ctx_per_io,

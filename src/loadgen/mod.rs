@@ -193,9 +193,16 @@ pub fn run(job: &Job) -> Result<Outcome> {
 pub fn prepare(job: &Job) -> Result<Prepared> {
     job.validate()?;
     let target = target::prepare(job)?;
+    // Once per process: a sweep prepares the same target for every run.
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     for w in &target.warnings {
-        eprintln!("iopath: warning: {w}");
+        if !said.contains(w) {
+            eprintln!("iopath: warning: {w}");
+            said.push(w.clone());
+        }
     }
+    drop(said);
     if job.iopoll {
         check_iopoll(&target)?;
     }

@@ -40,6 +40,9 @@ pub struct Report {
     pub bw_bytes: f64,
     /// Queue (prepared) to reaped: what the application waited.
     pub lat_ns: LatSummary,
+    /// I/Os in flight on average, by Little's law (IOPS x mean latency): what the queue depth
+    /// really was. Below the requested depth when the submitting thread, not the device, limits.
+    pub inflight_avg: f64,
     /// Queue to submit call returned; `null` for synchronous engines (psync).
     pub slat_ns: Option<LatSummary>,
     /// Submit call returned to reaped (`null` when tracing another process).
@@ -150,6 +153,7 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
             lat_ns: o.stats.lat.summary(),
+            inflight_avg: ios as f64 / secs * o.stats.lat.mean() / 1e9,
             slat_ns: (job.engine != EngineKind::Psync).then(|| o.stats.slat.summary()),
             clat_ns: Some(o.stats.clat.summary()),
             cpu: Cpu {
@@ -173,6 +177,27 @@ impl Report {
             irq_vectors: Vec::new(),
             flamegraphs: None,
         }
+        .with_depth_check(job)
+    }
+
+    /// Says so when the generator could not keep the queue depth it was asked for: the latency
+    /// then covers fewer I/Os in flight than the job says, and IOPS are the submitter's limit.
+    fn with_depth_check(mut self, job: &Job) -> Report {
+        let wanted = (job.qd * job.jobs) as f64;
+        if job.engine != EngineKind::Psync && wanted > 1.0 && self.ios > 0 && self.inflight_avg < 0.8 * wanted {
+            self.warnings.push(format!(
+                "only {:.1} of the {} requested I/Os were in flight on average (Little's law: IOPS x mean latency): \
+                 the submitting thread, not the device, set the pace{}",
+                self.inflight_avg,
+                wanted,
+                if job.batch_submit == 1 {
+                    "; --batch-submit 0 submits every free slot in one call (fio: iodepth_batch_submit)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        self
     }
 
     /// A report for a traced process other than the generator: its I/O count, latency (syscall
@@ -205,6 +230,7 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: raw.counter(crate::model::Counter::Bytes) as f64 / secs,
             lat_ns: total.summary(),
+            inflight_avg: ios as f64 / secs * total.mean() / 1e9,
             slat_ns: None,
             clat_ns: None,
             cpu: Cpu {

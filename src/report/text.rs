@@ -81,6 +81,7 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         r.writes,
         if r.verified > 0 { format!(", {} blocks verified", r.verified) } else { String::new() }
     )?;
+    writeln!(w, "  in flight {:.1} on average (IOPS x mean latency)", r.inflight_avg)?;
     writeln!(w, "  latency (us)     mean      p50      p90      p99    p99.9      max")?;
     let row = |w: &mut dyn Write, name: &str, s: &LatSummary| {
         writeln!(
