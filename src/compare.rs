@@ -350,10 +350,30 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
         })
         .collect();
 
+    // A disk captured on one side only (a traced command records every disk, a generator run its
+    // target's) is not a change of that disk.
+    let disks = |s: &Side| -> BTreeSet<String> {
+        s.config
+            .keys()
+            .filter_map(|k| k.strip_prefix("devices."))
+            .filter_map(|k| k.split('.').next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (db, da) = (disks(b), disks(a));
+    let one_sided = |k: &str| {
+        k.strip_prefix("devices.")
+            .and_then(|r| r.split('.').next())
+            .is_some_and(|d| !(db.contains(d) && da.contains(d)))
+    };
+    // Likewise a job on one side only (a traced command has none): the workloads differ, which
+    // the labels say, not a list of "absent -> x" settings.
+    let has_job = |s: &Side| s.config.keys().any(|k| k.starts_with("job."));
+    let jobs_comparable = has_job(b) == has_job(a);
     let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
     let config_changes: Vec<ConfigChange> = keys
         .into_iter()
-        .filter(|k| !ignored_key(k))
+        .filter(|k| !ignored_key(k) && !one_sided(k) && (jobs_comparable || !k.starts_with("job.")))
         .filter_map(|k| {
             let (x, y) = (b.config.get(k), a.config.get(k));
             (x != y).then(|| ConfigChange {
@@ -552,6 +572,9 @@ fn causes(c: &Comparison) -> Vec<String> {
         }
         out.push(s);
     }
+    if out.is_empty() && c.before.contains("(traced)") != c.after.contains("(traced)") {
+        out.push("different workloads: a traced command on one side, the bundled generator on the other".into());
+    }
     if out.is_empty() {
         match c.dominant_phase {
             "device" => {
@@ -725,6 +748,18 @@ mod tests {
         let c = compare(&b, &a);
         assert_eq!(c.dominant_phase, "completion");
         assert!(c.causes[0].starts_with("CPU contention"), "{:?}", c.causes);
+    }
+
+    #[test]
+    fn a_disk_seen_on_one_side_only_is_not_a_change() {
+        let mut b = side([1000.0, 2000.0, 20_000.0, 3000.0], 30_000.0);
+        let mut a = b.clone();
+        b.config.insert("devices.vda.scheduler".into(), "mq-deadline".into());
+        b.config.insert("devices.loop0.scheduler".into(), "none".into());
+        a.config.insert("devices.loop0.scheduler".into(), "none".into());
+        assert!(compare(&b, &a).config_changes.is_empty());
+        a.config.insert("devices.loop0.scheduler".into(), "bfq".into());
+        assert_eq!(compare(&b, &a).config_changes.len(), 1);
     }
 
     #[test]
