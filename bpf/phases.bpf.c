@@ -34,6 +34,11 @@ const volatile bool targ_tree = false;
 /* Set by userspace once every link is attached, so attach order cannot skew counts. */
 volatile __u32 enabled = 0;
 
+/* The traced I/O's active span: first submission, last reap (a traced command's IOPS are over
+ * this, not over its start-up and exit). Plain stores: an off-by-one-I/O race is harmless. */
+__u64 first_submit_ts = 0;
+__u64 last_reap_ts = 0;
+
 struct task_ctx {
 	__u64 enter_ts;
 	__u64 cur_req;
@@ -146,6 +151,8 @@ static __always_inline int on_submit_enter(__u32 mode, __u64 aio_events)
 	if (!t)
 		return 0;
 	t->enter_ts = bpf_ktime_get_ns();
+	if (!first_submit_ts)
+		first_submit_ts = t->enter_ts;
 	t->mode = mode;
 	t->in_submit = 1;
 	t->in_sys = 1;
@@ -191,8 +198,10 @@ static __always_inline void reap_posted(struct task_ctx *t, __u64 now)
 
 	if (n > REAP_MAX)
 		n = REAP_MAX;
-	if (n)
+	if (n) {
 		bpf_loop(n, reap_one, &c, 0);
+		last_reap_ts = now;
+	}
 	t->nposted = 0;
 }
 
@@ -286,6 +295,7 @@ static __always_inline int on_getevents_exit(__u32 tgid, long ret)
 		return 0;
 	c.events = (struct io_event *)t->aio_events;
 	c.now = bpf_ktime_get_ns();
+	last_reap_ts = c.now;
 	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
 	return 0;
 }

@@ -166,6 +166,9 @@ pub struct RawTrace {
     pub stuck_done: u64,
     /// `--events`: records received from the ring buffer (None when off).
     pub events_received: Option<u64>,
+    /// First traced submission to last traced reap, in ns (0 when nothing was reaped).
+    #[serde(default)]
+    pub active_ns: u64,
     /// `--flamegraph` / `--offcpu`: the stacks as the kernel counted them (None when off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<RawStacks>,

@@ -241,7 +241,9 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     // Every reaped event counts as an application I/O, matched or not.
     let seen = ios + raw.counter(crate::model::Counter::ReapUnmatched);
     let summary = aggregate::summarize(&raw, seen);
-    let rep = Report::from_process(Process { pid, command, exit_code }, &raw, elapsed, cpu, warnings)
+    // IOPS over the I/O's own span: a command's start-up and exit are not its I/O rate.
+    let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };
+    let rep = Report::from_process(Process { pid, command, exit_code }, &raw, span, cpu, warnings)
         .with_trace(summary, irq_names);
     Ok((rep, raw))
 }

@@ -164,6 +164,9 @@ fn another_process_from_its_start_agrees_with_its_own_numbers() {
     assert!(ios >= fio_ios * 0.99 && ios <= fio_ios, "traced {ios} I/Os, fio did {fio_ios}");
     let lat = r["lat_ns"]["mean"].as_f64().unwrap();
     assert!((lat - fio_lat).abs() / fio_lat < 0.05, "traced mean {lat} ns vs fio's {fio_lat} ns");
+    // IOPS over the I/O's own span, not fio's start-up and exit.
+    let (iops, fio_iops) = (r["iops"].as_f64().unwrap(), fio["jobs"][0]["read"]["iops"].as_f64().unwrap());
+    assert!((iops - fio_iops).abs() / fio_iops < 0.05, "traced {iops} IOPS vs fio's {fio_iops}");
     for p in ["submission", "block", "device", "completion"] {
         assert!(r["phases"][p]["mean_ns"].as_u64().unwrap() > 0, "phase {p}");
     }

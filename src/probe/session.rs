@@ -459,6 +459,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
+    if let Some(b) = phases.maps.bss_data.as_deref() {
+        raw.active_ns = b.last_reap_ts.saturating_sub(b.first_submit_ts);
+    }
     if let Some(smp) = &sampler {
         raw.stacks = Some(smp.read(maps)?);
     }
