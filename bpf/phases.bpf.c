@@ -18,6 +18,7 @@
 #include "hist.bpf.h"
 #include "core_fixes.bpf.h"
 #include "slots.bpf.h"
+#include "traced.bpf.h"
 
 /* Process to trace; 0 = every process. */
 const volatile __u32 targ_tgid = 0;
@@ -63,28 +64,11 @@ struct {
 /* bio -> its timestamps, from block_bio_queue to block_rq_complete. */
 SLOT_TABLE(inflight, inflight_slot, INFLIGHT_MATCH)
 
-/* Threads of the traced process that are iopath's own (the tracer, the event poller). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} excluded_tids SEC(".maps");
-
 /* --events: sized by userspace (a page when off). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } events SEC(".maps");
-
-/* Processes of a traced tree (`iopath trace -- CMD`, `--pid`): seeded by userspace, grown on fork.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} traced_tgids SEC(".maps");
 
 #define DONE_MATCH(s, k, t) ((s)->key == (k) && (s)->tgid == (t))
 /* (tag, tgid) of a completed I/O -> its timestamps, until io_uring posts it or aio reaps it. */

@@ -10,6 +10,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "stacks.h"
+#include "traced.bpf.h"
 
 /* Sample every task (`--all-cpus`) instead of the traced processes. */
 const volatile bool targ_all = false;
@@ -19,22 +20,6 @@ const volatile bool targ_tree = false;
 
 /* Set by userspace once everything is attached. */
 volatile __u32 enabled = 0;
-
-/* Shared with phases.bpf.c (userspace hands this object the phases maps' fds): the traced
- * process tree, grown on fork there, and iopath's own threads. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} traced_tgids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} excluded_tids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);

@@ -82,6 +82,18 @@ fn axes(s: &mut String, x_label: &str, y_label: &str) {
     );
 }
 
+/// A horizontal grid line at height `y`, labelled with its value.
+fn grid_line(s: &mut String, y: f64, value: f64) {
+    let _ = write!(
+        s,
+        "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+        W - R,
+        L - 6.0,
+        y + 4.0,
+        short(value)
+    );
+}
+
 fn legend(s: &mut String, names: &[String]) {
     for (i, n) in names.iter().enumerate() {
         let y = T + 10.0 + i as f64 * 18.0;
@@ -155,15 +167,7 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y
     // A narrow log range may hold fewer than two 1-2-5 ticks: then round ticks in value space.
     let yt = if log_y && yt.len() < 2 { ticks(10f64.powf(y0), 10f64.powf(y1), 4) } else { yt };
     for t in yt {
-        let y = py(t);
-        let _ = write!(
-            s,
-            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            W - R,
-            L - 6.0,
-            y + 4.0,
-            short(t)
-        );
+        grid_line(&mut s, py(t), t);
     }
     for (i, ser) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
@@ -211,15 +215,7 @@ pub fn stacked_bars(title: &str, y_label: &str, categories: &[String], parts: &[
     let ymax = totals.iter().copied().fold(0.0, f64::max).max(1e-9) * 1.05;
     axes(&mut s, "", y_label);
     for t in ticks(0.0, ymax, 5) {
-        let y = H - B - t / ymax * (H - B - T);
-        let _ = write!(
-            s,
-            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            W - R,
-            L - 6.0,
-            y + 4.0,
-            short(t)
-        );
+        grid_line(&mut s, H - B - t / ymax * (H - B - T), t);
     }
     let n = categories.len().max(1) as f64;
     let slot = (W - L - R) / n;
