@@ -20,6 +20,12 @@
  *    `prev`, the first two arguments in every version.
  * 6. io_kiocb's user_data moved into req->cqe.user_data in 5.19 ("io_uring: add struct
  *    io_cqe ..."); read through a shadow struct below.
+ * 7. The dma tracepoints (dma:dma_map_page ...) exist from 6.10 ("dma-mapping: add tracing for
+ *    dma-mapping API calls", Sean Anderson): absent on 6.1, counted by name where present.
+ * 8. nvme-pci gained queue_rqs (nvme_queue_rqs) in 5.19: plugged batches skip nvme_queue_rq, so
+ *    the optional fexit/kprobe doorbell probe sees nothing on kernels that batch io_uring's
+ *    submissions (seen on 6.12, not on 6.1); the report says so. Both kernels fire
+ *    nvme_setup_cmd before block_rq_issue (nvme_prep_rq maps the data first).
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H

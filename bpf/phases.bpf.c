@@ -81,10 +81,10 @@ struct {
 	__type(value, struct hist);
 } hists SEC(".maps");
 
-/* Requests per hardware queue id (NVMe: poll vs irq queues). */
+/* Requests per hardware queue: HW_QUEUE_KEY(type, id) (NVMe: poll vs irq queues). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 256);
+	__uint(max_entries, HW_QUEUE_TYPES *HW_QUEUE_IDS);
 	__type(key, __u32);
 	__type(value, __u64);
 } hw_queues SEC(".maps");
@@ -499,6 +499,7 @@ static __always_inline int on_bio_queue(struct bio *bio)
 	s->v.queue_ts = bpf_ktime_get_ns();
 	s->v.issue_ts = 0;
 	s->v.nvme_ts = 0;
+	s->v.nvme_done_ts = 0;
 	s->v.tag = tag;
 	return 0;
 }
@@ -526,16 +527,16 @@ static __always_inline bool issue_one(__u64 key, __u64 now)
 	return s != NULL;
 }
 
-static __always_inline void count_hw_queue(__u32 q, bool tracked)
+static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
 {
+	__u32 k = HW_QUEUE_KEY(type, id);
 	__u64 *c;
 
 	if (!tracked) {
 		count(C_ISSUE_UNTRACKED, 1);
 		return;
 	}
-	q &= 0xff;
-	c = bpf_map_lookup_elem(&hw_queues, &q);
+	c = bpf_map_lookup_elem(&hw_queues, &k);
 	if (c)
 		*c += 1;
 }
@@ -578,10 +579,10 @@ static __always_inline bool complete_one(__u64 key, __u64 now)
 	if (e->issue_ts) {
 		record(PH_BLOCK, e->issue_ts - e->queue_ts);
 		record(PH_DEVICE, now - e->issue_ts);
-		if (e->nvme_ts) {
-			record(PH_DRIVER, e->nvme_ts - e->issue_ts);
-			record(PH_NVME, now - e->nvme_ts);
-		}
+		if (e->nvme_ts && e->nvme_ts <= e->issue_ts)
+			record(PH_DRIVER, e->issue_ts - e->nvme_ts);
+		if (e->nvme_done_ts)
+			record(PH_NVME_END, now - e->nvme_done_ts);
 	}
 	if (e->tag)
 		mark_done(e, now);
@@ -635,7 +636,7 @@ int BPF_PROG(rq_issue, struct request *rq)
 		return 0;
 	tracked = issue_one((__u64)bio, now);
 	tracked |= walk_rest(bio->bi_next, now, false);
-	count_hw_queue(rq->mq_hctx->queue_num, tracked);
+	count_hw_queue(rq->mq_hctx->type, rq->mq_hctx->queue_num, tracked);
 	return 0;
 }
 
@@ -654,7 +655,8 @@ int BPF_PROG(rq_issue_raw, struct request *rq)
 		return 0;
 	tracked = issue_one((__u64)bio, now);
 	tracked |= walk_rest(BPF_CORE_READ(bio, bi_next), now, false);
-	count_hw_queue(BPF_CORE_READ(rq, mq_hctx, queue_num), tracked);
+	count_hw_queue(BPF_CORE_READ(rq, mq_hctx, type), BPF_CORE_READ(rq, mq_hctx, queue_num),
+		       tracked);
 	return 0;
 }
 
@@ -787,20 +789,101 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 	return 0;
 }
 
-/* ---- NVMe (module tracepoint; loaded only where the driver is) ---- */
+/* ---- NVMe (module tracepoints; loaded only where the driver is) ---- */
 
+/* The tracepoints hand over NULL-able request pointers: checked before any field read. */
 SEC("tp_btf/nvme_setup_cmd")
 int BPF_PROG(nvme_setup_cmd, struct request *rq)
 {
 	struct inflight_slot *s;
 
-	if (!enabled)
+	if (!enabled || !rq)
 		return 0;
 	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
 	if (s) {
 		s->v.nvme_ts = bpf_ktime_get_ns();
 		count(C_NVME_SETUP, 1);
 	}
+	return 0;
+}
+
+/* The driver's view of the device time: from issue (blk_mq_start_request, which nvme_queue_rq
+ * calls after building the command and DMA-mapping the data) to the completion entry, before
+ * the block layer's end-of-request work (for batched/polled completions, before the batch ends). */
+SEC("tp_btf/nvme_complete_rq")
+int BPF_PROG(nvme_complete_rq, struct request *rq)
+{
+	struct inflight_slot *s;
+	__u64 now;
+
+	if (!enabled || !rq)
+		return 0;
+	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
+	if (s && s->v.issue_ts) {
+		now = bpf_ktime_get_ns();
+		record(PH_NVME, now - s->v.issue_ts);
+		s->v.nvme_done_ts = now;
+	}
+	return 0;
+}
+
+/*
+ * Optional (fexit, else kprobe+kretprobe; detected at run time): when nvme_queue_rq returns, the
+ * doorbell has been rung (an MMIO write: a VM exit under virtualization). Issue -> doorbell is
+ * the part of the device time the CPU spends in the driver. blk_status_t is a u8: only the low
+ * byte of the return register is meaningful.
+ */
+static __always_inline void queue_rq_done(struct request *rq, __u8 ret)
+{
+	struct inflight_slot *s;
+
+	if (!rq || ret)
+		return;
+	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
+	if (s && s->v.issue_ts)
+		record(PH_NVME_SUBMIT, bpf_ktime_get_ns() - s->v.issue_ts);
+}
+
+SEC("fexit/nvme_queue_rq")
+int BPF_PROG(nvme_queue_rq_exit, struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd,
+	     int ret)
+{
+	if (enabled)
+		queue_rq_done(BPF_CORE_READ(bd, rq), ret);
+	return 0;
+}
+
+/* kprobe fallback: the request, per thread, from entry to return. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} queue_rq_args SEC(".maps");
+
+SEC("kprobe/nvme_queue_rq")
+int BPF_KPROBE(nvme_queue_rq_entry, struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 rq;
+
+	if (!enabled)
+		return 0;
+	rq = (__u64)BPF_CORE_READ(bd, rq);
+	bpf_map_update_elem(&queue_rq_args, &tid, &rq, BPF_ANY);
+	return 0;
+}
+
+SEC("kretprobe/nvme_queue_rq")
+int BPF_KRETPROBE(nvme_queue_rq_ret, int ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *rq = bpf_map_lookup_elem(&queue_rq_args, &tid);
+
+	if (!rq)
+		return 0;
+	queue_rq_done((struct request *)*rq, ret);
+	bpf_map_delete_elem(&queue_rq_args, &tid);
 	return 0;
 }
 

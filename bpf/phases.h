@@ -16,6 +16,12 @@
 /* Events read back from io_getevents' user array per call. */
 #define MAX_AIO_EVENTS 256
 
+/* hw_queues keys: the blk-mq hctx type (0 default, 1 read, 2 poll) and its queue_num (for
+ * NVMe, the I/O queue id minus one). */
+#define HW_QUEUE_TYPES 3
+#define HW_QUEUE_IDS 256
+#define HW_QUEUE_KEY(type, id) (((type) % HW_QUEUE_TYPES) * HW_QUEUE_IDS + ((id) % HW_QUEUE_IDS))
+
 enum phase {
 	PH_SUBMISSION = 0, /* syscall entry -> block_bio_queue */
 	PH_BLOCK = 1,	   /* block_bio_queue -> block_rq_issue */
@@ -24,9 +30,16 @@ enum phase {
 	PH_REAP = 4,	   /* posted -> reaped (syscall exit) */
 	PH_COMPLETION = 5, /* block_rq_complete -> reaped */
 	PH_TOTAL = 6,	   /* syscall entry -> reaped */
-	PH_DRIVER = 7,	   /* block_rq_issue -> nvme_setup_cmd (NVMe only) */
-	PH_NVME = 8,	   /* nvme_setup_cmd -> nvme_complete_rq (NVMe only) */
-	NR_PHASES = 9,
+	/*
+	 * NVMe only. nvme_queue_rq sets up the command (nvme_setup_cmd) and DMA-maps the data
+	 * before blk_mq_start_request fires block_rq_issue, so the driver's submission work is
+	 * the end of PH_BLOCK, and the device phase splits at the driver's completion.
+	 */
+	PH_DRIVER = 7,	    /* nvme_setup_cmd -> block_rq_issue: command + DMA map (in PH_BLOCK) */
+	PH_NVME = 8,	    /* block_rq_issue -> nvme_complete_rq (in PH_DEVICE) */
+	PH_NVME_SUBMIT = 9, /* block_rq_issue -> nvme_queue_rq returns: doorbell (fexit/kprobe) */
+	PH_NVME_END = 10,   /* nvme_complete_rq -> block_rq_complete (in PH_DEVICE) */
+	NR_PHASES = 11,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
@@ -78,6 +91,7 @@ struct inflight {
 	__u64 queue_ts;
 	__u64 issue_ts;
 	__u64 nvme_ts;
+	__u64 nvme_done_ts;
 	__u32 tgid;
 	__u32 mode;
 };
@@ -100,7 +114,6 @@ struct done {
 struct inflight_slot {
 	__u64 key; /* bio */
 	struct inflight v;
-	__u64 pad;
 };
 
 struct done_slot {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: setup, formatting, lints, then unit and integration tests
-# (as root: they load BPF programs, make loop devices and drive real I/O).
+# (as root: they load BPF programs, make loop devices and drive real I/O), then the VM rig's
+# quick variant (scripts/vmtest; IOPATH_SKIP_VMTEST=1 skips it on a developer machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -13,3 +14,7 @@ cargo fmt --all -- --check
 clang-format --dry-run --Werror $(ls bpf/*.c bpf/*.h | grep -v vmlinux.h)
 cargo clippy --release --locked --all-targets -- -D warnings
 cargo test --release --locked
+# The VM rig's quick variant: 6.1 and 6.12 guests with NVMe and an IOMMU (a few minutes).
+if [ "${IOPATH_SKIP_VMTEST:-0}" != 1 ]; then
+  ./scripts/vmtest --kernel all --scenario quick
+fi

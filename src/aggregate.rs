@@ -33,9 +33,20 @@ pub struct Phases {
     pub completion_reap: PhaseStats,
     /// Syscall entry -> reaped, per I/O.
     pub total: PhaseStats,
-    /// NVMe only: issued -> nvme_setup_cmd (driver), nvme_setup_cmd -> completed (device).
+    /// NVMe only. nvme_queue_rq builds the command (nvme_setup_cmd) and DMA-maps the data
+    /// before block_rq_issue fires, so the driver's submission work ends the block phase:
+    /// nvme_driver = nvme_setup_cmd -> issued (command + DMA map, IOMMU map included; part of
+    /// `block`); nvme_device = issued -> nvme_complete_rq (the device as the driver sees it,
+    /// IOMMU unmap included; part of `device`).
     pub nvme_driver: Option<PhaseStats>,
     pub nvme_device: Option<PhaseStats>,
+    /// NVMe with the optional fexit/kprobe on nvme_queue_rq: issued -> doorbell rung (part of
+    /// nvme_device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme_submit: Option<PhaseStats>,
+    /// NVMe only: nvme_complete_rq -> block_rq_complete (end-of-request work; part of `device`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme_end: Option<PhaseStats>,
 }
 
 /// Everything that could make a number wrong, and by how much.
@@ -88,12 +99,42 @@ pub struct TraceSummary {
     /// Woken traced threads waiting for a CPU (wakeup -> running): CPU contention.
     #[serde(default)]
     pub runq_wait_ns: PerIo,
-    /// (hardware queue id, requests).
-    pub hw_queues: Vec<(u32, u64)>,
+    /// Requests per hardware queue, busiest first.
+    pub hw_queues: Vec<HwQueue>,
     pub probes: Vec<crate::model::ProbeStatus>,
     /// `--events`: records received (one per reaped I/O), when on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<u64>,
+}
+
+/// One blk-mq hardware queue and the traced requests issued on it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HwQueue {
+    /// The hctx's queue_num (0-based).
+    pub id: u32,
+    /// The hctx type: "default", "read" or "poll" (NVMe poll queues serve --iopoll).
+    pub kind: String,
+    /// For NVMe, the I/O queue id (qid) the driver uses: id + 1 (qid 0 is the admin queue).
+    pub nvme_qid: u32,
+    pub ios: u64,
+}
+
+fn hw_queues(raw: &[(u32, u64)]) -> Vec<HwQueue> {
+    use crate::model::{HW_QUEUE_IDS, HW_QUEUE_TYPES};
+    let mut v: Vec<HwQueue> = raw
+        .iter()
+        .map(|&(key, ios)| {
+            let id = key % HW_QUEUE_IDS;
+            let kind = match (key / HW_QUEUE_IDS) % HW_QUEUE_TYPES {
+                0 => "default",
+                1 => "read",
+                _ => "poll",
+            };
+            HwQueue { id, kind: kind.into(), nvme_qid: id + 1, ios }
+        })
+        .collect();
+    v.sort_by(|a, b| b.ios.cmp(&a.ios).then(a.id.cmp(&b.id)));
+    v
 }
 
 fn stats(h: &crate::model::BpfHist) -> PhaseStats {
@@ -126,6 +167,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         total: stats(&raw.phase(Phase::Total)),
         nvme_driver: opt(Phase::Driver),
         nvme_device: opt(Phase::Nvme),
+        nvme_submit: opt(Phase::NvmeSubmit),
+        nvme_end: opt(Phase::NvmeEnd),
     };
     let phase_sum_mean_ns =
         phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
@@ -167,8 +210,23 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         runq_wait_ns: per(raw.counter(Counter::RunqWaitNs)),
         ctx_voluntary: raw.counter(Counter::CtxVoluntary),
         ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
-        hw_queues: raw.hw_queues.clone(),
+        hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
         events: raw.events_received,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::HW_QUEUE_IDS;
+
+    #[test]
+    fn hw_queue_keys_decode_type_and_nvme_qid() {
+        // Two irq queues and one poll queue (key = type * HW_QUEUE_IDS + queue_num).
+        let q = hw_queues(&[(0, 10), (1, 30), (2 * HW_QUEUE_IDS + 2, 50)]);
+        assert_eq!(q[0], HwQueue { id: 2, kind: "poll".into(), nvme_qid: 3, ios: 50 });
+        assert_eq!(q[1], HwQueue { id: 1, kind: "default".into(), nvme_qid: 2, ios: 30 });
+        assert_eq!(q[2].id, 0);
     }
 }

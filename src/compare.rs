@@ -13,6 +13,12 @@ use crate::flame::iopath_frames::{family, Family};
 
 pub const SCHEMA: &str = "iopath.compare/1";
 const PHASES: [&str; 4] = ["submission", "block", "device", "completion"];
+/// NVMe parts of the block and device phases (reports of NVMe targets only), and what they hold.
+const NVME_PHASES: [(&str, &str); 3] = [
+    ("nvme_driver", "command + DMA map, in block"),
+    ("nvme_device", "issue -> driver completion, in device"),
+    ("nvme_end", "end of request, in device"),
+];
 
 /// Mean and percentiles of one latency, in ns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -31,9 +37,13 @@ pub struct Side {
     pub label: String,
     pub iops: f64,
     pub cpu_per_io_ns: Option<f64>,
+    /// I/Os in flight on average (Little's law) and the depth asked for (qd x jobs).
+    pub inflight: Option<(f64, f64)>,
     pub lat: Stat,
     /// None for fio (latency only, no phases).
     pub phases: Option<BTreeMap<&'static str, Stat>>,
+    /// The NVMe sub-phases, when the report has them.
+    pub nvme_phases: BTreeMap<&'static str, Stat>,
     /// Events per I/O (irq, ctx_switches, iommu_map ...), when traced.
     pub per_io: BTreeMap<String, f64>,
     /// Configuration and job, flattened to dotted keys.
@@ -74,6 +84,19 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
             })
             .collect()
     });
+    let nvme_phases = v
+        .get("phases")
+        .map(|p| {
+            NVME_PHASES
+                .iter()
+                .filter(|(name, _)| p.get(name).is_some_and(Value::is_object))
+                .map(|&(name, _)| {
+                    let g = |k: &str| p.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
+                    (name, Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut per_io = BTreeMap::new();
     for (key, path) in [
         ("irq", "/irq/per_io"),
@@ -122,8 +145,10 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
         label,
         iops,
         cpu_per_io_ns: num("/cpu/per_io_ns"),
+        inflight: num("/inflight_avg").zip(num("/job/qd")).map(|(avg, qd)| (avg, qd * num("/job/jobs").unwrap_or(1.0))),
         lat,
         phases,
+        nvme_phases,
         per_io,
         config,
         folded: folded.map(fold::parse).transpose()?,
@@ -152,6 +177,7 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
         ),
         iops: g("/iops"),
         cpu_per_io_ns: None,
+        inflight: None,
         lat: Stat {
             count: d.pointer("/total_ios").and_then(Value::as_u64).unwrap_or(0),
             mean: g("/lat_ns/mean"),
@@ -159,6 +185,7 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
             p99: g("/clat_ns/percentile/99.000000"),
         },
         phases: None,
+        nvme_phases: BTreeMap::new(),
         per_io: BTreeMap::new(),
         config,
         folded: None,
@@ -262,10 +289,17 @@ pub struct Comparison {
     pub after: String,
     pub iops: Change,
     pub cpu_per_io_ns: Option<Change>,
+    /// Both runs kept well under the requested depth in flight (below 80%): the submitting
+    /// thread's CPU, not the device, set the pace; (before, after, requested).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submitter_bound: Option<(f64, f64, f64)>,
     pub latency_mean_ns: Change,
     pub latency_p99_ns: Change,
     /// Empty when a side has no phases (fio).
     pub phases: Vec<PhaseChange>,
+    /// NVMe parts of the block and device phases, when both sides have them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvme_phases: Vec<PhaseChange>,
     /// Events per I/O before and after.
     pub per_io: Vec<(String, Change)>,
     pub config_changes: Vec<ConfigChange>,
@@ -311,34 +345,46 @@ fn ignored_key(k: &str) -> bool {
 }
 
 pub fn compare(b: &Side, a: &Side) -> Comparison {
+    let change = |name: &'static str, sb: Stat, sa: Stat| {
+        let d = sa.mean - sb.mean;
+        let noise = noise_ns(&sb, &sa);
+        PhaseChange {
+            phase: name,
+            before: sb,
+            after: sa,
+            delta_mean_ns: d,
+            delta_p50_ns: sa.p50 - sb.p50,
+            delta_p99_ns: sa.p99 - sb.p99,
+            noise_ns: noise,
+            judgement: if d.abs() <= noise {
+                "within noise"
+            } else if d > 0.0 {
+                "grew"
+            } else {
+                "shrank"
+            },
+        }
+    };
     let mut phases = Vec::new();
     if let (Some(pb), Some(pa)) = (&b.phases, &a.phases) {
         for name in PHASES {
-            let (sb, sa) = (pb[name], pa[name]);
-            let d = sa.mean - sb.mean;
-            let noise = noise_ns(&sb, &sa);
-            phases.push(PhaseChange {
-                phase: name,
-                before: sb,
-                after: sa,
-                delta_mean_ns: d,
-                delta_p50_ns: sa.p50 - sb.p50,
-                delta_p99_ns: sa.p99 - sb.p99,
-                noise_ns: noise,
-                judgement: if d.abs() <= noise {
-                    "within noise"
-                } else if d > 0.0 {
-                    "grew"
-                } else {
-                    "shrank"
-                },
-            });
+            phases.push(change(name, pb[name], pa[name]));
         }
     }
-    let dominant = phases
+    let nvme_phases: Vec<PhaseChange> = NVME_PHASES
         .iter()
-        .filter(|p| p.judgement != "within noise")
-        .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()));
+        .filter_map(|&(name, _)| Some(change(name, *b.nvme_phases.get(name)?, *a.nvme_phases.get(name)?)))
+        .collect();
+    // The phase that explains the change moved the way IOPS did (a phase that shrank because
+    // fewer I/Os queued does not explain a loss); any moved phase when none did.
+    let explains = if a.iops < b.iops { "grew" } else { "shrank" };
+    let largest = |want: Option<&str>| {
+        phases
+            .iter()
+            .filter(|p| p.judgement != "within noise" && want.is_none_or(|w| p.judgement == w))
+            .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()))
+    };
+    let dominant = largest(Some(explains)).or_else(|| largest(None));
     let dominant_phase = dominant.map_or("none", |p| p.phase);
 
     let keys: BTreeSet<&String> = b.per_io.keys().chain(a.per_io.keys()).collect();
@@ -399,9 +445,15 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
         after: a.label.clone(),
         iops: Change::new(b.iops, a.iops),
         cpu_per_io_ns: b.cpu_per_io_ns.zip(a.cpu_per_io_ns).map(|(x, y)| Change::new(x, y)),
+        submitter_bound: b
+            .inflight
+            .zip(a.inflight)
+            .filter(|((bi, bq), (ai, aq))| bi < &(0.8 * bq) && ai < &(0.8 * aq))
+            .map(|((bi, _), (ai, aq))| (bi, ai, aq)),
         latency_mean_ns: Change::new(b.lat.mean, a.lat.mean),
         latency_p99_ns: Change::new(b.lat.p99, a.lat.p99),
         phases,
+        nvme_phases,
         per_io,
         config_changes,
         frames_grew,
@@ -641,6 +693,29 @@ fn verdict(c: &Comparison) -> String {
                 s.push_str(&format!("; {} within noise", still.join(", ")));
             }
             parts.push(format!("{s}."));
+            let inside: Vec<String> = c
+                .nvme_phases
+                .iter()
+                .filter(|p| p.judgement != "within noise")
+                .map(|p| {
+                    let what = NVME_PHASES.iter().find(|(n, _)| *n == p.phase).map_or("", |(_, w)| w);
+                    format!("{} ({what}) {}", p.phase.replace('_', " "), signed_us(p.delta_mean_ns))
+                })
+                .collect();
+            if !inside.is_empty() {
+                parts.push(format!("NVMe split: {}.", inside.join("; ")));
+            }
+            if let (Some((ib, ia, req)), Some(cpu)) = (c.submitter_bound, &c.cpu_per_io_ns) {
+                if cpu.pct.is_some_and(|p| p.abs() >= 5.0) {
+                    parts.push(format!(
+                        "The submitting thread is CPU-bound ({ib:.1} -> {ia:.1} of {req:.0} I/Os in flight): CPU per I/O \
+                         {} -> {} ({:+.0}%) sets the IOPS, not the device.",
+                        us(cpu.before),
+                        us(cpu.after),
+                        cpu.pct.unwrap_or(0.0)
+                    ));
+                }
+            }
         }
     } else {
         parts.push("Latency only (one side has no phase breakdown).".to_owned());

@@ -8,7 +8,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 9;
+pub const NR_PHASES: usize = 11;
 pub const NR_COUNTERS: usize = 24;
 
 /// `enum phase` of bpf/phases.h.
@@ -23,7 +23,13 @@ pub enum Phase {
     Total = 6,
     Driver = 7,
     Nvme = 8,
+    NvmeSubmit = 9,
+    NvmeEnd = 10,
 }
+
+/// `HW_QUEUE_*` of bpf/phases.h: hw_queues keys are `type * HW_QUEUE_IDS + queue_num`.
+pub const HW_QUEUE_TYPES: u32 = 3;
+pub const HW_QUEUE_IDS: u32 = 256;
 
 /// `enum counter` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,7 +163,7 @@ pub struct RawTrace {
     pub phases: Vec<BpfHist>,
     /// Indexed by `Counter`.
     pub counters: Vec<u64>,
-    /// (hardware queue id, requests issued on it).
+    /// (hardware queue key: hctx type * HW_QUEUE_IDS + queue_num, requests issued on it).
     pub hw_queues: Vec<(u32, u64)>,
     pub probes: Vec<ProbeStatus>,
     /// Tracked bios never seen completing (left in the in-flight map).

@@ -54,6 +54,81 @@ struct Hook<'a> {
     tracepoint: Option<(&'static str, &'static str)>,
 }
 
+/// Which program marks nvme_queue_rq's return (the doorbell): fexit where the kernel allows it,
+/// else a kprobe pair, else none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QueueRqVia {
+    Fexit,
+    Kprobe,
+    Off,
+}
+
+/// What to load from the phases object on this kernel.
+struct PhasesPlan {
+    btf: bool,
+    uring_req: bool,
+    uring_sqe: bool,
+    uring_complete: bool,
+    sys_enter: bool,
+    sys_exit: bool,
+    nvme_tp: bool,
+    nvme_complete: bool,
+    queue_rq: QueueRqVia,
+}
+
+fn configure_phases(
+    p_open: &mut super::phases_skel::OpenPhasesSkel<'_>,
+    opts: &TraceOpts,
+    ksyms: &std::collections::HashMap<String, u64>,
+    plan: &PhasesPlan,
+) -> Result<()> {
+    let btf = plan.btf;
+    {
+        let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
+        ro.targ_tgid = opts.tgid;
+        ro.targ_events = opts.events;
+        ro.targ_tree = !opts.tree.is_empty();
+        ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
+        ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
+        ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
+    }
+    let p = &mut p_open.progs;
+    p.submit_req.set_autoload(btf && plan.uring_req);
+    p.submit_req_raw.set_autoload(!btf && plan.uring_req);
+    p.submit_sqe.set_autoload(plan.uring_sqe);
+    p.uring_complete.set_autoload(btf && plan.uring_complete);
+    p.uring_complete_raw.set_autoload(!btf && plan.uring_complete);
+    p.bio_queue.set_autoload(btf);
+    p.bio_queue_raw.set_autoload(!btf);
+    p.rq_issue.set_autoload(btf);
+    p.rq_issue_raw.set_autoload(!btf);
+    p.rq_complete.set_autoload(btf);
+    p.rq_complete_raw.set_autoload(!btf);
+    p.nvme_setup_cmd.set_autoload(plan.nvme_tp);
+    p.nvme_complete_rq.set_autoload(plan.nvme_complete);
+    p.nvme_queue_rq_exit.set_autoload(plan.queue_rq == QueueRqVia::Fexit);
+    p.nvme_queue_rq_entry.set_autoload(plan.queue_rq == QueueRqVia::Kprobe);
+    p.nvme_queue_rq_ret.set_autoload(plan.queue_rq == QueueRqVia::Kprobe);
+    p.sched_switch.set_autoload(btf);
+    p.process_fork.set_autoload(!opts.tree.is_empty());
+    p.sched_switch_raw.set_autoload(!btf);
+    p.sched_wakeup.set_autoload(btf);
+    p.sys_enter.set_autoload(btf && plan.sys_enter);
+    p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
+    p.sys_exit.set_autoload(btf && plan.sys_exit);
+    p.sys_exit_raw.set_autoload(!btf && plan.sys_exit);
+    if opts.events {
+        p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
+    }
+    Ok(())
+}
+
+/// The program a libbpf load failure names ("prog 'X': BPF program load failed: ...").
+fn failing_prog(log_line: &str) -> Option<String> {
+    let rest = &log_line[log_line.find("prog '")? + 6..];
+    Some(rest[..rest.find('\'')?].to_owned())
+}
+
 /// Attaches, runs `workload`, and returns its result with what the probes saw.
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
@@ -67,43 +142,62 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let sys_enter = has("raw_syscalls", "sys_enter");
     let sys_exit = has("raw_syscalls", "sys_exit");
 
-    let mut p_store = MaybeUninit::uninit();
-    let mut p_open = PhasesSkelBuilder::default().open(&mut p_store).context("opening the phases BPF object")?;
-    {
-        let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
-        ro.targ_tgid = opts.tgid;
-        ro.targ_events = opts.events;
-        ro.targ_tree = !opts.tree.is_empty();
-        ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
-        ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
-        ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
-        let p = &mut p_open.progs;
-        p.submit_req.set_autoload(btf && uring_req);
-        p.submit_req_raw.set_autoload(!btf && uring_req);
-        p.submit_sqe.set_autoload(uring_sqe);
-        p.uring_complete.set_autoload(btf && uring_complete);
-        p.uring_complete_raw.set_autoload(!btf && uring_complete);
-        p.bio_queue.set_autoload(btf);
-        p.bio_queue_raw.set_autoload(!btf);
-        p.rq_issue.set_autoload(btf);
-        p.rq_issue_raw.set_autoload(!btf);
-        p.rq_complete.set_autoload(btf);
-        p.rq_complete_raw.set_autoload(!btf);
-        p.nvme_setup_cmd.set_autoload(nvme);
-        p.sched_switch.set_autoload(btf);
-        p.process_fork.set_autoload(!opts.tree.is_empty());
-        p.sched_switch_raw.set_autoload(!btf);
-        p.sched_wakeup.set_autoload(btf);
-        p.sys_enter.set_autoload(btf && sys_enter);
-        p.sys_enter_raw.set_autoload(!btf && sys_enter);
-        p.sys_exit.set_autoload(btf && sys_exit);
-        p.sys_exit_raw.set_autoload(!btf && sys_exit);
+    // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
+    // verifier loses them (said in the report), not the trace. Each failed load drops the
+    // failing extra (fexit falls back to kprobes) and tries again.
+    let mut plan = PhasesPlan {
+        btf,
+        uring_req,
+        uring_sqe,
+        uring_complete,
+        sys_enter,
+        sys_exit,
+        nvme_tp: nvme,
+        nvme_complete: nvme && has("nvme", "nvme_complete_rq"),
+        queue_rq: if nvme { QueueRqVia::Fexit } else { QueueRqVia::Off },
+    };
+    let mut load_notes: Vec<ProbeStatus> = Vec::new();
+    let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut loaded = None;
+    for store in stores.iter_mut() {
+        let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
+        configure_phases(&mut p_open, opts, &ksyms, &plan)?;
+        super::log::clear();
+        match p_open.load() {
+            Ok(skel) => {
+                loaded = Some(skel);
+                break;
+            }
+            Err(e) => {
+                let why = super::log::reason().unwrap_or_else(|| e.to_string());
+                let note = |name: &str, then: &str| ProbeStatus {
+                    name: name.into(),
+                    error: Some(format!("did not load ({why}); {then}")),
+                    ..Default::default()
+                };
+                match failing_prog(&why).as_deref() {
+                    Some("nvme_queue_rq_exit") if plan.queue_rq == QueueRqVia::Fexit => {
+                        load_notes.push(note("fexit:nvme_queue_rq", "trying kprobes"));
+                        plan.queue_rq = QueueRqVia::Kprobe;
+                    }
+                    Some("nvme_queue_rq_entry" | "nvme_queue_rq_ret") if plan.queue_rq == QueueRqVia::Kprobe => {
+                        load_notes.push(note("kprobe:nvme_queue_rq", "no doorbell split"));
+                        plan.queue_rq = QueueRqVia::Off;
+                    }
+                    Some("nvme_setup_cmd" | "nvme_complete_rq") if plan.nvme_tp => {
+                        load_notes.push(note("nvme:nvme_setup_cmd", "no NVMe driver/device split"));
+                        plan.nvme_tp = false;
+                        plan.nvme_complete = false;
+                        plan.queue_rq = QueueRqVia::Off;
+                    }
+                    _ => return Err(load_error("phases", e)),
+                }
+            }
+        }
     }
-    if opts.events {
-        p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
-    }
-    super::log::clear();
-    let mut phases = p_open.load().map_err(|e| load_error("phases", e))?;
+    let mut phases = loaded
+        .ok_or_else(|| anyhow!("loading the phases BPF programs failed after dropping the optional NVMe probes"))?;
+    let nvme = plan.nvme_tp;
     for tid in &opts.exclude_tids {
         phases
             .maps
@@ -131,10 +225,22 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         p.softirq_exit.set_autoload(btf);
         p.softirq_entry_raw.set_autoload(!btf);
         p.softirq_exit_raw.set_autoload(!btf);
-        p.iommu_map.set_autoload(has("iommu", "map"));
-        p.iommu_unmap.set_autoload(has("iommu", "unmap"));
-        p.dma_map.set_autoload(dma_map.is_some());
-        p.dma_unmap.set_autoload(dma_unmap.is_some());
+        p.iommu_map.set_autoload(!btf && has("iommu", "map"));
+        p.iommu_unmap.set_autoload(!btf && has("iommu", "unmap"));
+        p.dma_map.set_autoload(!btf && dma_map.is_some());
+        p.dma_unmap.set_autoload(!btf && dma_unmap.is_some());
+        p.iommu_map_btf.set_autoload(btf && has("iommu", "map"));
+        p.iommu_unmap_btf.set_autoload(btf && has("iommu", "unmap"));
+        p.dma_map_btf.set_autoload(btf && dma_map.is_some());
+        p.dma_unmap_btf.set_autoload(btf && dma_unmap.is_some());
+        if btf {
+            if let Some(n) = dma_map {
+                p.dma_map_btf.set_attach_target(0, Some(n.into())).context("dma map probe target")?;
+            }
+            if let Some(n) = dma_unmap {
+                p.dma_unmap_btf.set_attach_target(0, Some(n.into())).context("dma unmap probe target")?;
+            }
+        }
     }
     super::log::clear();
     let mut counts = c_open.load().map_err(|e| load_error("counts", e))?;
@@ -201,6 +307,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         },
         Hook {
+            name: "nvme:nvme_complete_rq",
+            required: false,
+            prog: plan.nvme_complete.then_some(&pp.nvme_complete_rq),
+            tracepoint: None,
+        },
+        Hook {
             name: "irq:irq_handler_entry",
             required: false,
             prog: Some(if btf { &cp.irq_entry } else { &cp.irq_entry_raw }),
@@ -227,26 +339,26 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         Hook {
             name: "iommu:map",
             required: false,
-            prog: has("iommu", "map").then_some(&cp.iommu_map),
+            prog: has("iommu", "map").then_some(if btf { &cp.iommu_map_btf } else { &cp.iommu_map }),
             tracepoint: None,
         },
         Hook {
             name: "iommu:unmap",
             required: false,
-            prog: has("iommu", "unmap").then_some(&cp.iommu_unmap),
+            prog: has("iommu", "unmap").then_some(if btf { &cp.iommu_unmap_btf } else { &cp.iommu_unmap }),
             tracepoint: None,
         },
         Hook {
             name: "dma:dma_map",
             required: false,
-            prog: dma_map.map(|_| &cp.dma_map),
-            tracepoint: dma_map.map(|n| ("dma", n)),
+            prog: dma_map.map(|_| if btf { &cp.dma_map_btf } else { &cp.dma_map }),
+            tracepoint: if btf { None } else { dma_map.map(|n| ("dma", n)) },
         },
         Hook {
             name: "dma:dma_unmap",
             required: false,
-            prog: dma_unmap.map(|_| &cp.dma_unmap),
-            tracepoint: dma_unmap.map(|n| ("dma", n)),
+            prog: dma_unmap.map(|_| if btf { &cp.dma_unmap_btf } else { &cp.dma_unmap }),
+            tracepoint: if btf { None } else { dma_unmap.map(|n| ("dma", n)) },
         },
     ];
 
@@ -260,6 +372,29 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         });
     }
+    match plan.queue_rq {
+        QueueRqVia::Fexit => hooks.push(Hook {
+            name: "fexit:nvme_queue_rq",
+            required: false,
+            prog: Some(&pp.nvme_queue_rq_exit),
+            tracepoint: None,
+        }),
+        QueueRqVia::Kprobe => {
+            hooks.push(Hook {
+                name: "kprobe:nvme_queue_rq",
+                required: false,
+                prog: Some(&pp.nvme_queue_rq_entry),
+                tracepoint: None,
+            });
+            hooks.push(Hook {
+                name: "kretprobe:nvme_queue_rq",
+                required: false,
+                prog: Some(&pp.nvme_queue_rq_ret),
+                tracepoint: None,
+            });
+        }
+        QueueRqVia::Off => {}
+    }
     if !opts.tree.is_empty() {
         // Only a process tree needs its forks followed.
         hooks.push(Hook {
@@ -270,7 +405,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         });
     }
     let mut links: Vec<Link> = Vec::new();
-    let mut probes = Vec::new();
+    let mut probes = load_notes;
     let skip: Vec<String> = std::env::var("IOPATH_SKIP").unwrap_or_default().split(',').map(str::to_owned).collect();
     for h in &hooks {
         if skip.iter().any(|s| !s.is_empty() && h.name.contains(s.as_str())) {
@@ -522,7 +657,7 @@ fn read_raw(
         let b = counts.maps.counters.lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
         raw.counters.push(sum_percpu_u64(&a) + sum_percpu_u64(&b));
     }
-    for q in 0..256u32 {
+    for q in 0..crate::model::HW_QUEUE_TYPES * crate::model::HW_QUEUE_IDS {
         let v =
             sum_percpu_u64(&phases.maps.hw_queues.lookup_percpu(&q.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default());
         if v > 0 {
@@ -533,4 +668,14 @@ fn read_raw(
     raw.stuck_inflight = occupied_slots(&phases.maps.inflight)?;
     raw.stuck_done = occupied_slots(&phases.maps.done)?;
     Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failing_prog_is_read_from_libbpfs_message() {
+        let line = "libbpf: prog 'nvme_queue_rq_exit': BPF program load failed: -EPERM";
+        assert_eq!(super::failing_prog(line).as_deref(), Some("nvme_queue_rq_exit"));
+        assert_eq!(super::failing_prog("libbpf: failed to load object"), None);
+    }
 }

@@ -45,6 +45,20 @@ pub fn render(c: &Comparison, w: &mut impl Write) -> io::Result<()> {
                 ph.judgement
             )?;
         }
+        for ph in &c.nvme_phases {
+            writeln!(
+                w,
+                "    {:<10}{:>11}{:>11}{:>10}{:>10}{:>10}{:>9}  {}",
+                ph.phase.replace('_', " "),
+                us(ph.before.mean),
+                us(ph.after.mean),
+                format!("{:+.2}", ph.delta_mean_ns / 1000.0),
+                format!("{:+.2}", ph.delta_p50_ns / 1000.0),
+                format!("{:+.2}", ph.delta_p99_ns / 1000.0),
+                us(ph.noise_ns),
+                ph.judgement
+            )?;
+        }
         writeln!(w, "  dominant phase: {}", c.dominant_phase)?;
     }
     if !c.per_io.is_empty() {

@@ -355,9 +355,10 @@ pub fn compare_page(c: &crate::compare::Comparison, diff_svg: Option<&str>) -> S
         let rows: Vec<Vec<String>> = c
             .phases
             .iter()
+            .chain(&c.nvme_phases)
             .map(|p| {
                 vec![
-                    p.phase.to_string(),
+                    p.phase.replace('_', " "),
                     format!("{:.2}", p.before.mean / 1000.0),
                     format!("{:.2}", p.after.mean / 1000.0),
                     format!("{:+.2}", p.delta_mean_ns / 1000.0),

@@ -145,10 +145,26 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     };
     row(w, "submission", &p.submission, true)?;
     row(w, "block layer", &p.block, true)?;
-    row(w, "device", &p.device, true)?;
-    if let (Some(d), Some(n)) = (&p.nvme_driver, &p.nvme_device) {
+    if let Some(d) = &p.nvme_driver {
         row(w, "  nvme driver", d, false)?;
+    }
+    row(w, "device", &p.device, true)?;
+    if let Some(n) = &p.nvme_device {
         row(w, "  nvme device", n, false)?;
+        if let Some(s) = &p.nvme_submit {
+            row(w, "    to doorbell", s, false)?;
+        } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
+            writeln!(
+                w,
+                "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",
+                "  to doorbell"
+            )?;
+        }
+        if let Some(e) = &p.nvme_end {
+            row(w, "  nvme end", e, false)?;
+        }
+        writeln!(w, "    (nvme driver = nvme_setup_cmd -> issue: command + DMA map, inside the block layer phase;")?;
+        writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
     }
     row(w, "completion", &p.completion, true)?;
     match &p.completion_posted {
@@ -225,7 +241,16 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         us(t.runq_wait_ns.per_io.round() as u64)
     )?;
     if !t.hw_queues.is_empty() {
-        let q: Vec<String> = t.hw_queues.iter().map(|(q, n)| format!("q{q}: {n}")).collect();
+        let nvme = r.target.as_ref().and_then(|t| t.disk.as_deref()).is_some_and(|d| d.starts_with("nvme"));
+        let q: Vec<String> = t
+            .hw_queues
+            .iter()
+            .map(|q| {
+                let name = if nvme { format!("qid {}", q.nvme_qid) } else { format!("q{}", q.id) };
+                let kind = if q.kind == "default" { String::new() } else { format!(" ({})", q.kind) };
+                format!("{name}{kind}: {}", q.ios)
+            })
+            .collect();
         writeln!(w, "  hardware queues  {}", q.join("  "))?;
     }
     let timed: Vec<_> = t.probes.iter().filter(|p| p.run_cnt > 0).collect();

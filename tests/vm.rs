@@ -1,0 +1,202 @@
+//! Assertions on what scripts/vmtest brought back from its QEMU guests (Debian 6.1 / 6.12 kernels,
+//! an emulated NVMe drive, an Intel vIOMMU). The guests cannot run cargo, so the rig runs them,
+//! collects their reports, then runs these tests on the host:
+//!
+//!     IOPATH_VMTEST_RESULTS=target/vmtest/results/<run> cargo test --test vm -- --ignored
+//!
+//! Ignored by default because they need that folder; `scripts/vmtest` (and so `.ci/run`) always
+//! runs them after a rig run.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn results() -> PathBuf {
+    let dir = std::env::var_os("IOPATH_VMTEST_RESULTS")
+        .map(PathBuf::from)
+        .expect("IOPATH_VMTEST_RESULTS names a scripts/vmtest results folder");
+    assert!(dir.is_dir(), "{} is not a folder", dir.display());
+    dir
+}
+
+/// Boot folders (`<kernel>-<boot>`) whose boot name starts with `prefix`.
+fn boots(prefix: &str) -> Vec<(String, PathBuf)> {
+    let mut v: Vec<(String, PathBuf)> = std::fs::read_dir(results())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (kernel, boot) = name.split_once('-')?;
+            boot.starts_with(prefix).then(|| (kernel.to_owned(), e.path()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn steps_ok(dir: &Path) {
+    assert!(!dir.join("boot-failed").exists(), "{}: the guest did not finish (console.log)", dir.display());
+    let log = std::fs::read_to_string(dir.join("steps.log")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    assert!(!log.trim().is_empty(), "{}: no steps ran", dir.display());
+    for line in log.lines() {
+        assert!(line.contains("ok=yes"), "{}: step failed: {line}", dir.display());
+    }
+}
+
+fn probe<'a>(r: &'a Value, name: &str) -> Option<&'a Value> {
+    r["probes"].as_array().unwrap().iter().find(|p| p["name"] == name)
+}
+
+/// What every traced run in a guest must show: the four phases, >= 99% of I/Os followed end to
+/// end, the NVMe split with queue ids, and the loss counters including recursion misses.
+fn check_trace(kernel: &str, dir: &Path, via_btf: bool) {
+    let r = json(&dir.join("report.json"));
+    let what = dir.display();
+    assert!(r["config"]["kernel"].as_str().unwrap().starts_with(&format!("{kernel}.")), "{what}: kernel");
+    let ios = r["ios"].as_u64().unwrap();
+    assert!(ios > 1000, "{what}: {ios} I/Os");
+    for ph in ["submission", "block", "device", "completion"] {
+        let p = &r["phases"][ph];
+        assert!(p["count"].as_u64().unwrap() > 0 && p["mean_ns"].as_u64().unwrap() > 0, "{what}: phase {ph}: {p}");
+    }
+    let corr = r["correlated_fraction"].as_f64().unwrap();
+    assert!(corr >= 0.99, "{what}: correlated {corr}");
+    // The NVMe split: driver (setup_cmd -> issue) inside block, device and end inside device.
+    let (drv, dev) = (&r["phases"]["nvme_driver"], &r["phases"]["nvme_device"]);
+    assert!(drv["count"].as_u64().unwrap_or(0) as f64 >= 0.99 * ios as f64, "{what}: nvme_driver {drv}");
+    assert!(dev["count"].as_u64().unwrap_or(0) as f64 >= 0.99 * ios as f64, "{what}: nvme_device {dev}");
+    assert!(drv["mean_ns"].as_u64().unwrap() <= r["phases"]["block"]["mean_ns"].as_u64().unwrap(), "{what}");
+    assert!(dev["mean_ns"].as_u64().unwrap() <= r["phases"]["device"]["mean_ns"].as_u64().unwrap(), "{what}");
+    let queues = r["hw_queues"].as_array().unwrap();
+    assert!(!queues.is_empty(), "{what}: no hardware queue ids");
+    assert!(queues.iter().all(|q| q["nvme_qid"].as_u64().unwrap() >= 1), "{what}: {queues:?}");
+    let per_queue: u64 = queues.iter().map(|q| q["ios"].as_u64().unwrap()).sum();
+    assert!(per_queue as f64 >= 0.99 * ios as f64, "{what}: queues hold {per_queue} of {ios}");
+    assert!(r["lost_events"]["recursion_misses"].is_u64(), "{what}: recursion_misses not reported");
+    let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(text.contains("recursion misses") && text.contains("nvme device") && text.contains("qid "), "{what}");
+    // tp_btf programs on the completion side lose nothing (classic tracepoint programs did).
+    if via_btf {
+        for name in ["block:block_rq_complete", "nvme:nvme_complete_rq", "io_uring:io_uring_complete", "dma:dma_unmap"]
+        {
+            if let Some(p) = probe(&r, name).filter(|p| p["attached"] == true) {
+                assert_eq!(p["via"], "tp_btf", "{what}: {name}");
+                assert_eq!(p["recursion_misses"], 0, "{what}: {name} missed events");
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn every_boot_finished() {
+    let all = boots("");
+    assert!(!all.is_empty(), "no boot folders in {}", results().display());
+    for (_, dir) in all {
+        if dir.join("steps.log").exists() || dir.join("boot-failed").exists() {
+            steps_ok(&dir);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn portability_doctor_and_four_phases() {
+    for (kernel, dir) in boots("portability") {
+        steps_ok(&dir);
+        let d = json(&dir.join("doctor/doctor.json"));
+        assert!(d["kernel"].as_str().unwrap().starts_with(&format!("{kernel}.")), "{kernel}: {}", d["kernel"]);
+        assert_eq!(d["tracing_possible"], true, "{kernel}: {}", d["problems"]);
+        assert_eq!(d["btf"], true);
+        let tp = |n: &str| d["tracepoints"].as_array().unwrap().iter().any(|t| t["name"] == n && t["present"] == true);
+        // The one kernel-compat rename: submit_sqe before 6.4, submit_req after.
+        let submit = if kernel == "6.1" { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" };
+        assert!(tp(submit), "{kernel}: {submit} not found by doctor");
+        assert!(tp("nvme:nvme_setup_cmd") && tp("nvme:nvme_complete_rq"), "{kernel}: nvme tracepoints");
+        // fentry and kprobes attach in these guests (they do not on the build machine).
+        for kind in ["fentry", "kprobe"] {
+            let a = d["attach"].as_array().unwrap().iter().find(|a| a["kind"] == kind).unwrap();
+            assert_eq!(a["ok"], true, "{kernel}: {kind}: {a}");
+        }
+        for (step, btf) in [("uring", true), ("aio", true), ("uring-rawtp", false)] {
+            check_trace(&kernel, &dir.join(step), btf);
+        }
+        let u = json(&dir.join("uring/report.json"));
+        let name = if kernel == "6.1" { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" };
+        assert_eq!(probe(&u, name).map(|p| p["attached"].clone()), Some(Value::Bool(true)), "{kernel}: {name}");
+        // The optional doorbell probe: fexit attaches here; on 6.1 io_uring submits through
+        // nvme_queue_rq and the split appears (6.12 batches through nvme_queue_rqs).
+        let fexit = probe(&u, "fexit:nvme_queue_rq").unwrap_or_else(|| panic!("{kernel}: no fexit probe"));
+        assert_eq!(fexit["attached"], true, "{kernel}: {fexit}");
+        if kernel == "6.1" {
+            let s = &u["phases"]["nvme_submit"];
+            assert!(s["count"].as_u64().unwrap_or(0) > 0, "{kernel}: no doorbell split: {s}");
+        }
+        let a = json(&dir.join("aio/report.json"));
+        assert!(a["phases"]["completion_posted"].is_null(), "aio posts inside the device completion");
+        let refused = std::fs::read_to_string(dir.join("iopoll-refused/output.txt")).unwrap();
+        assert!(refused.contains("poll_queues") && refused.contains("EOPNOTSUPP"), "{kernel}: {refused}");
+    }
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn iommu_regression_explained() {
+    for (kernel, off) in boots("iommu-off") {
+        let strict = off.with_file_name(format!("{kernel}-iommu-strict"));
+        steps_ok(&off);
+        steps_ok(&strict);
+        let (b, a) = (json(&off.join("uring/report.json")), json(&strict.join("uring/report.json")));
+        check_trace(&kernel, &off.join("uring"), true);
+        check_trace(&kernel, &strict.join("uring"), true);
+        assert_eq!(b["iommu_map"]["per_io"].as_f64().unwrap(), 0.0, "{kernel}: maps with intel_iommu=off");
+        let maps = a["iommu_map"]["per_io"].as_f64().unwrap();
+        assert!(maps >= 0.99, "{kernel}: {maps} iommu maps per 4k I/O with the IOMMU strict");
+        assert!(a["config"]["iommu"]["mode"].as_str().unwrap().starts_with("DMA"), "{}", a["config"]["iommu"]);
+        assert!(a["iops"].as_f64().unwrap() < b["iops"].as_f64().unwrap(), "{kernel}: translation made I/O faster?");
+        let c = json(&off.with_file_name(format!("{kernel}-compare")).join("compare.json"));
+        assert!(c["causes"][0].as_str().unwrap().starts_with("IOMMU translation"), "{kernel}: {}", c["causes"]);
+        let verdict = c["verdict"].as_str().unwrap();
+        assert!(verdict.starts_with("IOPS -") && verdict.contains("iommu map 0.00 -> 1.00 per I/O"), "{verdict}");
+        assert!(verdict.contains("NVMe split:"), "{verdict}");
+        assert!(c["config_changes"].as_array().unwrap().iter().any(|x| x["key"] == "iommu.mode"), "{kernel}");
+        let fam = c["families"].as_array().unwrap().iter().find(|f| f["family"] == "IOMMU/DMA").unwrap();
+        assert!(fam["after"].as_f64().unwrap() > fam["before"].as_f64().unwrap() + 0.01, "{kernel}: {fam}");
+        let svg = std::fs::read_to_string(off.with_file_name(format!("{kernel}-compare")).join("diff.svg")).unwrap();
+        assert!(svg.contains("iommu_dma_map") && svg.contains("class=\"iop-iommu\""), "{kernel}: diff.svg");
+    }
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn iopoll_on_poll_queues() {
+    for (kernel, dir) in boots("iopoll") {
+        steps_ok(&dir);
+        let r = json(&dir.join("uring-iopoll/report.json"));
+        let queues = r["hw_queues"].as_array().unwrap();
+        assert!(queues.iter().any(|q| q["kind"] == "poll"), "{kernel}: polled I/O on {queues:?}");
+        let irq = r["irq"]["per_io"].as_f64().unwrap();
+        assert!(irq < 0.1, "{kernel}: {irq} interrupts per polled I/O");
+    }
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn traced_fio_in_guest() {
+    for (kernel, dir) in boots("fio") {
+        steps_ok(&dir);
+        let r = json(&dir.join("fio/report.json"));
+        let corr = r["correlated_fraction"].as_f64().unwrap();
+        assert!(corr >= 0.99, "{kernel}: traced fio correlated {corr}");
+        let f = json(&dir.join("fio/fio.json"));
+        let fio_iops = f["jobs"][0]["read"]["iops"].as_f64().unwrap();
+        let ours = r["iops"].as_f64().unwrap();
+        assert!((ours / fio_iops - 1.0).abs() < 0.05, "{kernel}: iopath {ours} vs fio {fio_iops} IOPS");
+    }
+}
