@@ -124,7 +124,7 @@ fn portability_doctor_and_four_phases() {
             let a = d["attach"].as_array().unwrap().iter().find(|a| a["kind"] == kind).unwrap();
             assert_eq!(a["ok"], true, "{kernel}: {kind}: {a}");
         }
-        for (step, btf) in [("uring", true), ("aio", true), ("uring-rawtp", false)] {
+        for (step, btf) in [("uring", true), ("aio", true), ("uring-rawtp", false), ("uring-kprobe", true)] {
             check_trace(&kernel, &dir.join(step), btf);
         }
         let u = json(&dir.join("uring/report.json"));
@@ -134,9 +134,17 @@ fn portability_doctor_and_four_phases() {
         // nvme_queue_rq and the split appears (6.12 batches through nvme_queue_rqs).
         let fexit = probe(&u, "fexit:nvme_queue_rq").unwrap_or_else(|| panic!("{kernel}: no fexit probe"));
         assert_eq!(fexit["attached"], true, "{kernel}: {fexit}");
+        // The kprobe pair, forced (IOPATH_DOORBELL=kprobe) where fexit would have been used.
+        let k = json(&dir.join("uring-kprobe/report.json"));
+        for name in ["kprobe:nvme_queue_rq", "kretprobe:nvme_queue_rq"] {
+            let p = probe(&k, name).unwrap_or_else(|| panic!("{kernel}: no {name}"));
+            assert_eq!(p["attached"], true, "{kernel}: {p}");
+        }
         if kernel == "6.1" {
-            let s = &u["phases"]["nvme_submit"];
-            assert!(s["count"].as_u64().unwrap_or(0) > 0, "{kernel}: no doorbell split: {s}");
+            for r in [&u, &k] {
+                let s = &r["phases"]["nvme_submit"];
+                assert!(s["count"].as_u64().unwrap_or(0) > 0, "{kernel}: no doorbell split: {s}");
+            }
         }
         let a = json(&dir.join("aio/report.json"));
         assert!(a["phases"]["completion_posted"].is_null(), "aio posts inside the device completion");

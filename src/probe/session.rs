@@ -63,6 +63,17 @@ enum QueueRqVia {
     Off,
 }
 
+/// fexit first; IOPATH_DOORBELL=kprobe|off forces the fallback or nothing (the VM rig uses it
+/// to exercise the kprobe pair where fexit would attach).
+fn doorbell_via(nvme: bool) -> QueueRqVia {
+    match std::env::var("IOPATH_DOORBELL").as_deref() {
+        _ if !nvme => QueueRqVia::Off,
+        Ok("kprobe") => QueueRqVia::Kprobe,
+        Ok("off") => QueueRqVia::Off,
+        _ => QueueRqVia::Fexit,
+    }
+}
+
 /// What to load from the phases object on this kernel.
 struct PhasesPlan {
     btf: bool,
@@ -154,7 +165,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         sys_exit,
         nvme_tp: nvme,
         nvme_complete: nvme && has("nvme", "nvme_complete_rq"),
-        queue_rq: if nvme { QueueRqVia::Fexit } else { QueueRqVia::Off },
+        queue_rq: doorbell_via(nvme),
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
