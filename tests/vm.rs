@@ -181,6 +181,35 @@ fn iommu_regression_explained() {
     }
 }
 
+/// The full matrix's other IOMMU modes: passthrough (identity groups, no translation) and the
+/// distro default (lazy, DMA-FQ), and passthrough -> strict explained as a group type change.
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn iommu_passthrough_and_lazy() {
+    for (kernel, pt) in boots("iommu-pt") {
+        steps_ok(&pt);
+        let r = json(&pt.join("uring/report.json"));
+        check_trace(&kernel, &pt.join("uring"), true);
+        let groups = r["config"]["iommu"]["group_types"].to_string();
+        assert!(groups.contains("identity"), "{kernel}: iommu=pt groups {groups}");
+        assert_eq!(r["iommu_map"]["per_io"].as_f64().unwrap(), 0.0, "{kernel}: maps in passthrough");
+        let c = json(&pt.with_file_name(format!("{kernel}-compare-pt")).join("compare.json"));
+        assert!(c["causes"][0].as_str().unwrap().starts_with("IOMMU translation"), "{kernel}: {}", c["causes"]);
+        let g = c["config_changes"].as_array().unwrap().iter().find(|x| x["key"] == "iommu.group_types").cloned();
+        let g = g.unwrap_or_else(|| panic!("{kernel}: no group type change"));
+        assert!(
+            g["before"].as_str().unwrap().contains("identity") && g["after"].as_str().unwrap().contains("DMA"),
+            "{g}"
+        );
+        let lazy = pt.with_file_name(format!("{kernel}-iommu-lazy"));
+        steps_ok(&lazy);
+        let l = json(&lazy.join("uring/report.json"));
+        check_trace(&kernel, &lazy.join("uring"), true);
+        assert!(l["config"]["iommu"]["group_types"].to_string().contains("DMA-FQ"), "{kernel}: default domain");
+        assert!(l["iommu_map"]["per_io"].as_f64().unwrap() >= 0.99, "{kernel}: lazy still maps every I/O");
+    }
+}
+
 #[test]
 #[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
 fn iopoll_on_poll_queues() {
