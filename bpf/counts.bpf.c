@@ -142,34 +142,26 @@ int BPF_PROG(dma_unmap_btf)
 SEC("tracepoint/iommu/map")
 int iommu_map(void *ctx)
 {
-	if (enabled)
-		count(C_IOMMU_MAP, 1);
-	return 0;
+	return count_if_enabled(C_IOMMU_MAP);
 }
 
 SEC("tracepoint/iommu/unmap")
 int iommu_unmap(void *ctx)
 {
-	if (enabled)
-		count(C_IOMMU_UNMAP, 1);
-	return 0;
+	return count_if_enabled(C_IOMMU_UNMAP);
 }
 
 /* Attached by userspace to dma:dma_map_phys or dma:dma_map_page, whichever exists. */
 SEC("tracepoint")
 int dma_map(void *ctx)
 {
-	if (enabled)
-		count(C_DMA_MAP, 1);
-	return 0;
+	return count_if_enabled(C_DMA_MAP);
 }
 
 SEC("tracepoint")
 int dma_unmap(void *ctx)
 {
-	if (enabled)
-		count(C_DMA_UNMAP, 1);
-	return 0;
+	return count_if_enabled(C_DMA_UNMAP);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -52,6 +52,12 @@ pub struct Side {
     pub folded: Option<Vec<(String, u64)>>,
 }
 
+/// One phase of a report's `phases` object (missing fields read as 0).
+fn phase_stat(phases: &Value, name: &str) -> Stat {
+    let g = |k: &str| phases.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
+    Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") }
+}
+
 /// Reads one side. `folded` is the content of its oncpu.folded, if the caller found one.
 pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<Side> {
     if v.get("fio version").is_some() {
@@ -75,25 +81,15 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
         p50: num("/lat_ns/p50").unwrap_or(0.0),
         p99: num("/lat_ns/p99").unwrap_or(0.0),
     };
-    let phases = v.get("phases").filter(|p| p.is_object()).map(|p| {
-        PHASES
-            .iter()
-            .map(|&name| {
-                let g = |k: &str| p.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
-                (name, Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") })
-            })
-            .collect()
-    });
+    let phases =
+        v.get("phases").filter(|p| p.is_object()).map(|p| PHASES.iter().map(|&n| (n, phase_stat(p, n))).collect());
     let nvme_phases = v
         .get("phases")
         .map(|p| {
             NVME_PHASES
                 .iter()
                 .filter(|(name, _)| p.get(name).is_some_and(Value::is_object))
-                .map(|&(name, _)| {
-                    let g = |k: &str| p.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
-                    (name, Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") })
-                })
+                .map(|&(name, _)| (name, phase_stat(p, name)))
                 .collect()
         })
         .unwrap_or_default();

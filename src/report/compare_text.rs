@@ -31,25 +31,13 @@ pub fn render(c: &Comparison, w: &mut impl Write) -> io::Result<()> {
             "\n  {:<12}{:>11}{:>11}{:>10}{:>10}{:>10}{:>9}  judgement",
             "phase (us)", "before", "after", "d mean", "d p50", "d p99", "noise"
         )?;
-        for ph in &c.phases {
+        // NVMe sub-phases sit indented under the phases they are part of.
+        let top = c.phases.iter().map(|ph| ("", ph));
+        for (indent, ph) in top.chain(c.nvme_phases.iter().map(|ph| ("  ", ph))) {
             writeln!(
                 w,
                 "  {:<12}{:>11}{:>11}{:>10}{:>10}{:>10}{:>9}  {}",
-                ph.phase,
-                us(ph.before.mean),
-                us(ph.after.mean),
-                format!("{:+.2}", ph.delta_mean_ns / 1000.0),
-                format!("{:+.2}", ph.delta_p50_ns / 1000.0),
-                format!("{:+.2}", ph.delta_p99_ns / 1000.0),
-                us(ph.noise_ns),
-                ph.judgement
-            )?;
-        }
-        for ph in &c.nvme_phases {
-            writeln!(
-                w,
-                "    {:<10}{:>11}{:>11}{:>10}{:>10}{:>10}{:>9}  {}",
-                ph.phase.replace('_', " "),
+                format!("{indent}{}", ph.phase.replace('_', " ")),
                 us(ph.before.mean),
                 us(ph.after.mean),
                 format!("{:+.2}", ph.delta_mean_ns / 1000.0),
