@@ -167,12 +167,16 @@ fn iommu_regression_explained() {
         let maps = a["iommu_map"]["per_io"].as_f64().unwrap();
         assert!(maps >= 0.99, "{kernel}: {maps} iommu maps per 4k I/O with the IOMMU strict");
         assert!(a["config"]["iommu"]["mode"].as_str().unwrap().starts_with("DMA"), "{}", a["config"]["iommu"]);
-        assert!(a["iops"].as_f64().unwrap() < b["iops"].as_f64().unwrap(), "{kernel}: translation made I/O faster?");
+        // IOPS of 3 s emulated runs swing by half between boots (one quick run's IOMMU-off baseline
+        // ran at half its usual rate), so the check is where the cost sits, not how big it is.
         let c = json(&off.with_file_name(format!("{kernel}-compare")).join("compare.json"));
         assert!(c["causes"][0].as_str().unwrap().starts_with("IOMMU translation"), "{kernel}: {}", c["causes"]);
         let verdict = c["verdict"].as_str().unwrap();
-        assert!(verdict.starts_with("IOPS -") && verdict.contains("iommu map 0.00 -> 1.00 per I/O"), "{verdict}");
-        assert!(verdict.contains("NVMe split:"), "{verdict}");
+        assert!(verdict.contains("iommu map 0.00 -> 1.00 per I/O"), "{verdict}");
+        // The map is done in the driver's submission step (nvme_setup_cmd -> issue).
+        let drv = c["nvme_phases"].as_array().unwrap().iter().find(|p| p["phase"] == "nvme_driver").unwrap();
+        assert_eq!(drv["judgement"], "grew", "{kernel}: {drv}");
+        assert!(verdict.contains("NVMe split: nvme driver (command + DMA map, in block) +"), "{verdict}");
         assert!(c["config_changes"].as_array().unwrap().iter().any(|x| x["key"] == "iommu.mode"), "{kernel}");
         let fam = c["families"].as_array().unwrap().iter().find(|f| f["family"] == "IOMMU/DMA").unwrap();
         assert!(fam["after"].as_f64().unwrap() > fam["before"].as_f64().unwrap() + 0.01, "{kernel}: {fam}");
