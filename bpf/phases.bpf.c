@@ -494,6 +494,7 @@ static __always_inline int on_bio_queue(struct bio *bio)
 	if (existed)
 		count(C_EXPIRED_INFLIGHT, 1);
 	s->v.mode = t->mode;
+	s->v.write = BPF_CORE_READ(bio, bi_opf) & 1;
 	s->v.tgid = tgid;
 	s->v.submit_ts = t->enter_ts;
 	s->v.queue_ts = bpf_ktime_get_ns();
@@ -560,6 +561,8 @@ static __always_inline void mark_done(struct inflight *e, __u64 now)
 	}
 	if (existed)
 		count(C_EXPIRED_DONE, 1);
+	/* Once per I/O, however many bios it was split into. */
+	count(e->write ? C_WRITES : C_READS, 1);
 	s->tgid = e->tgid;
 	s->v.submit_ts = e->submit_ts;
 	s->v.queue_ts = e->queue_ts;

@@ -68,6 +68,8 @@ enum counter {
 	C_EXPIRED_DONE,	     /* completed entries never posted or reaped, reclaimed */
 	C_RUNQ_WAIT,	     /* traced threads woken up ... */
 	C_RUNQ_WAIT_NS,	     /* ... and the time until they ran (CPU contention) */
+	C_READS,	     /* completed application I/Os that read ... */
+	C_WRITES,	     /* ... and that wrote (a traced command's mix) */
 	NR_COUNTERS,
 };
 
@@ -93,7 +95,8 @@ struct inflight {
 	__u64 nvme_ts;
 	__u64 nvme_done_ts;
 	__u32 tgid;
-	__u32 mode;
+	__u16 mode;
+	__u16 write; /* the bio writes (REQ_OP_* is odd for data-out operations) */
 };
 
 /* A completed I/O waiting to be posted/reaped. */

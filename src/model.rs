@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 11;
-pub const NR_COUNTERS: usize = 24;
+pub const NR_COUNTERS: usize = 26;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub enum Counter {
     ExpiredDone,
     RunqWait,
     RunqWaitNs,
+    Reads,
+    Writes,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

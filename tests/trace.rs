@@ -170,6 +170,10 @@ fn another_process_from_its_start_agrees_with_its_own_numbers() {
     // IOPS over the I/O's own span, not fio's start-up and exit.
     let (iops, fio_iops) = (r["iops"].as_f64().unwrap(), fio["jobs"][0]["read"]["iops"].as_f64().unwrap());
     assert!((iops - fio_iops).abs() / fio_iops < 0.05, "traced {iops} IOPS vs fio's {fio_iops}");
+    // The mix comes from the bios' direction, counted once per I/O.
+    let (reads, writes) = (r["reads"].as_f64().unwrap(), r["writes"].as_f64().unwrap());
+    assert!(reads >= fio_ios * 0.99 && reads <= fio_ios, "traced {reads} reads, fio did {fio_ios}");
+    assert_eq!(writes, 0.0);
     for p in ["submission", "block", "device", "completion"] {
         assert!(r["phases"][p]["mean_ns"].as_u64().unwrap() > 0, "phase {p}");
     }
@@ -185,7 +189,7 @@ fn a_running_process_by_pid() {
     let f = f.to_str().unwrap();
     run_json(&["--file", f, "--size", "64m", "--ios", "1"]);
     // --thread keeps fio's job inside the pid we trace.
-    let args = fio_args(f, "io_uring", &["--thread", "--runtime=4"]);
+    let args = fio_args(f, "io_uring", &["--thread", "--runtime=4", "--rw=randrw", "--rwmixread=70"]);
     let mut fio =
         std::process::Command::new(&args[0]).args(&args[1..]).stdout(std::process::Stdio::null()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
@@ -197,6 +201,12 @@ fn a_running_process_by_pid() {
     assert!(r["ios"].as_u64().unwrap() > 1000, "fio does thousands of I/Os a second: {}", r["ios"]);
     assert!(r["phases"]["completion_posted"]["count"].as_u64().unwrap() > 0, "io_uring posts completions");
     assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99);
+    // fio's 70/30 mix, seen from the bios.
+    let (reads, writes) = (r["reads"].as_f64().unwrap(), r["writes"].as_f64().unwrap());
+    let ios = r["ios"].as_f64().unwrap();
+    assert!((reads + writes - ios).abs() <= ios * 0.01 + 16.0, "{reads} + {writes} vs {ios} I/Os");
+    let w = writes / (reads + writes);
+    assert!((w - 0.3).abs() < 0.05, "write share {w:.3}, fio writes 30%");
 }
 
 #[test]

@@ -223,8 +223,10 @@ impl Report {
             process: Some(process),
             warnings,
             ios,
-            reads: 0,
-            writes: 0,
+            // Counted as I/Os complete, so a few still unreaped at the end may be in the split
+            // but not in `ios`.
+            reads: raw.counter(crate::model::Counter::Reads),
+            writes: raw.counter(crate::model::Counter::Writes),
             verified: 0,
             runtime_ns: elapsed_ns,
             iops: ios as f64 / secs,

@@ -70,15 +70,19 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     for warn in &r.warnings {
         writeln!(w, "  WARNING {warn}")?;
     }
+    // Reports recorded before traced commands counted their mix have no split: say nothing.
+    let split = if r.reads + r.writes > 0 || r.ios == 0 {
+        format!(" (read {}, write {})", r.reads, r.writes)
+    } else {
+        String::new()
+    };
     writeln!(
         w,
-        "  IOPS {}   BW {:.1} MiB/s   {} I/Os in {:.2}s (read {}, write {}){}",
+        "  IOPS {}   BW {:.1} MiB/s   {} I/Os in {:.2}s{split}{}",
         si(r.iops),
         r.bw_bytes / (1 << 20) as f64,
         r.ios,
         r.runtime_ns as f64 / 1e9,
-        r.reads,
-        r.writes,
         if r.verified > 0 { format!(", {} blocks verified", r.verified) } else { String::new() }
     )?;
     writeln!(w, "  in flight {:.1} on average (IOPS x mean latency)", r.inflight_avg)?;
