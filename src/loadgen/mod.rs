@@ -16,11 +16,11 @@ mod uring;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::RwLock;
 use std::thread;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 
 pub use buffers::Buffers;
 pub use target::Prepared;
@@ -46,10 +46,6 @@ pub struct Completion {
 pub trait Engine {
     /// True when `submit` performs the I/O itself (no separate completion).
     const SYNC: bool = false;
-    /// Runs on the worker thread before the first I/O (rings bound to their issuing thread).
-    fn start(&mut self) -> io::Result<()> {
-        Ok(())
-    }
     /// Prepares one I/O on `slot`'s buffer; it reaches the kernel at the next `submit`.
     fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()>;
     /// Hands every queued I/O to the kernel.
@@ -240,53 +236,70 @@ fn check_iopoll(t: &Prepared) -> Result<()> {
 
 fn run_with<E, F>(job: &Job, target: Prepared, make: F) -> Result<Outcome>
 where
-    E: Engine + Send + 'static,
-    F: Fn(std::fs::File, Buffers) -> Result<E>,
+    E: Engine,
+    F: Fn(std::fs::File, Buffers) -> Result<E> + Sync,
 {
     let align = target.dio_mem_align.max(512) as usize;
-    let mut engines = Vec::with_capacity(job.jobs as usize);
-    for _ in 0..job.jobs {
-        let file = target::open(job, &target)?;
-        engines.push(make(file, Buffers::new(job.qd as usize, job.bs as usize, align))?);
-    }
     let nblocks = target.size / job.bs as u64;
-    let barrier = Arc::new(Barrier::new(job.jobs as usize + 1));
-    let mut handles = Vec::new();
-    for (i, engine) in engines.into_iter().enumerate() {
-        let plan = Plan::new(job, i as u32, nblocks);
-        let cpu = job.cpus.as_ref().map(|c| c[i % c.len()]);
-        let barrier = barrier.clone();
-        let h = thread::Builder::new()
-            .name(format!("iopath-w{i}"))
-            .spawn(move || {
-                let mut engine = engine;
+    // The start line: workers set up, report, then wait on the read side until the write guard
+    // drops. Unlike a Barrier it cannot hang when a thread fails to spawn.
+    let gate = RwLock::new(());
+    let failed = AtomicBool::new(false);
+    let (target, make, gate, failed) = (&target, &make, &gate, &failed);
+    let (stats, start_ns, end_ns, usage, first_err) = thread::scope(|s| {
+        let hold = gate.write().unwrap_or_else(|e| e.into_inner());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
+        let mut handles = Vec::new();
+        let mut first_err = None;
+        for i in 0..job.jobs {
+            let plan = Plan::new(job, i, nblocks);
+            let cpu = job.cpus.as_ref().map(|c| c[i as usize % c.len()]);
+            let ready_tx = ready_tx.clone();
+            let spawned = thread::Builder::new().name(format!("iopath-w{i}")).spawn_scoped(s, move || {
+                // Everything a worker touches per I/O (fd, buffers, ring) is made on its own
+                // thread after pinning, as fio's jobs do: memory lands on the worker's node.
                 let ready = cpu.map(pin_to).transpose().and_then(|_| {
-                    engine.start().map_err(|e| anyhow!("starting the {} engine on its thread: {e}", plan.engine))
+                    let file = target::open(job, target)?;
+                    make(file, Buffers::new(job.qd as usize, job.bs as usize, align))
                 });
-                barrier.wait();
-                ready?;
+                let _ = ready_tx.send(ready.is_ok());
+                drop(gate.read().unwrap_or_else(|e| e.into_inner()));
+                let engine = ready?;
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(Stats::default());
+                }
                 worker(engine, plan)
-            })
-            .context("spawning a worker thread")?;
-        handles.push(h);
-    }
-    let before = Usage::now();
-    barrier.wait();
-    let start_ns = now_ns();
-    let mut stats = Stats::default();
-    let mut first_err = None;
-    for h in handles {
-        match h.join().map_err(|_| anyhow!("a worker thread panicked"))? {
-            Ok(s) => stats.merge(&s),
-            Err(e) => first_err = first_err.or(Some(e)),
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    first_err = Some(anyhow!("spawning a worker thread: {e}"));
+                    break;
+                }
+            }
         }
-    }
-    let end_ns = now_ns();
-    let usage = Usage::now().since(before);
+        // Nobody issues I/O unless every worker is ready.
+        let all_ready = handles.iter().all(|_| ready_rx.recv().unwrap_or(false));
+        if first_err.is_some() || !all_ready {
+            failed.store(true, Ordering::Relaxed);
+        }
+        let before = Usage::now();
+        drop(hold);
+        let start_ns = now_ns();
+        let mut stats = Stats::default();
+        for h in handles {
+            match h.join() {
+                Ok(Ok(s)) => stats.merge(&s),
+                Ok(Err(e)) => first_err = first_err.or(Some(e)),
+                Err(_) => first_err = first_err.or(Some(anyhow!("a worker thread panicked"))),
+            }
+        }
+        (stats, start_ns, now_ns(), Usage::now().since(before), first_err)
+    });
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(Outcome { stats, start_ns, end_ns, usage, target })
+    Ok(Outcome { stats, start_ns, end_ns, usage, target: target.clone() })
 }
 
 fn pin_to(cpu: usize) -> Result<()> {
@@ -306,7 +319,6 @@ fn pin_to(cpu: usize) -> Result<()> {
 
 /// One worker's share of the job.
 struct Plan {
-    engine: EngineKind,
     rw: Rw,
     mix: u8,
     bs: u64,
@@ -330,7 +342,6 @@ impl Plan {
             Stop::Runtime(_) => u64::MAX,
         };
         Plan {
-            engine: job.engine,
             rw: job.rw,
             mix: job.mix_read_pct,
             bs: job.bs as u64,
@@ -374,6 +385,8 @@ impl Plan {
     }
 }
 
+// Kept out of line: flamegraphs name it as the generator's loop.
+#[inline(never)]
 fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
     let mut st = Stats::default();
     let qd = p.qd as usize;

@@ -20,17 +20,15 @@ pub struct Uring {
     bufs: Buffers,
     fixed: bool,
     queued: u32,
-    /// Built with R_DISABLED: `start` enables it on the worker thread.
-    disabled: bool,
 }
 
 impl Uring {
     pub fn new(job: &Job, file: File, bufs: Buffers) -> Result<Self> {
         let entries = job.qd.next_power_of_two().max(2);
         // fio's ring setup (3.33+): completions run only when we ask for them (DEFER_TASKRUN), so
-        // no task-work interrupts land mid-loop. Needs 6.1+; older kernels get a plain ring. The
-        // ring starts disabled because SINGLE_ISSUER binds it to the thread that enables it: the
-        // worker, not the thread that builds it.
+        // no task-work interrupts land mid-loop. Needs 6.1+; older kernels get a plain ring.
+        // SINGLE_ISSUER binds the ring to the thread that builds it: engines are built on their
+        // worker thread.
         let lean = !job.sqpoll;
         let build = |lean: bool| {
             let mut b = IoUring::builder();
@@ -42,14 +40,14 @@ impl Uring {
                 b.setup_iopoll();
             }
             if lean {
-                b.setup_coop_taskrun().setup_single_issuer().setup_defer_taskrun().setup_r_disabled();
+                b.setup_coop_taskrun().setup_single_issuer().setup_defer_taskrun();
             }
             b.build(entries)
         };
-        let (ring, disabled) = match build(lean) {
-            Ok(r) => (r, lean),
+        let ring = match build(lean) {
+            Ok(r) => r,
             Err(e) if lean && e.raw_os_error() == Some(libc::EINVAL) => {
-                (build(false).map_err(|e| setup_error(job, entries, e))?, false)
+                build(false).map_err(|e| setup_error(job, entries, e))?
             }
             Err(e) => return Err(setup_error(job, entries, e)),
         };
@@ -62,7 +60,7 @@ impl Uring {
                 .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
         }
         let fd = types::Fd(file.as_raw_fd());
-        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0, disabled })
+        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0 })
     }
 }
 
@@ -79,14 +77,6 @@ fn setup_error(job: &Job, entries: u32, e: io::Error) -> anyhow::Error {
 }
 
 impl Engine for Uring {
-    fn start(&mut self) -> io::Result<()> {
-        if self.disabled {
-            self.ring.submitter().register_enable_rings()?;
-            self.disabled = false;
-        }
-        Ok(())
-    }
-
     #[inline]
     fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
         let (ptr, len) = (self.bufs.addr(slot), self.bufs.bs() as u32);
