@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# iopath's load generator against fio, same job, interleaved, median of REPEAT runs per point.
-# Prints IOPS ratio and CPU-per-I/O ratio (iopath / fio) for uring and aio at several queue depths,
-# on a file of the root file system and on a loop device backed by tmpfs (CPU-bound blk-mq).
-#   usage: sudo scripts/bench-vs-fio.sh [RUNTIME_S=5] [REPEAT=3] [QDS="1 32 128"]
+# iopath's load generator against fio, same job, interleaved, REPEAT runs of each per point.
+# Prints, per point, the medians, the IOPS and CPU-per-I/O ratios (iopath / fio) as the geometric
+# mean of the per-pair ratios with a 95% interval, and whether the interval clears 1.00x: on this
+# noisy VM a point is only "behind" or "ahead" when the pairs say so, not when one median does.
+#   usage: sudo scripts/bench-vs-fio.sh [RUNTIME_S=5] [REPEAT=3] [QDS="1 32 128"] [TARGETS="file loop"] [ENGINES="uring aio"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNTIME=${1:-5}; REPEAT=${2:-3}; QDS=${3:-"1 32 128"}
+RUNTIME=${1:-5}; REPEAT=${2:-3}; QDS=${3:-"1 32 128"}; TARGETS=${4:-"file loop"}; ENGINES=${5:-"uring aio"}
 . scripts/bench-lib.sh
 
 # One run -> "iops cpu_ns_per_io"
@@ -23,12 +24,39 @@ run_iopath() {
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r["cpu"]["per_io_ns"])'
 }
 
-# ratio: of the medians; pairs: min-max of the per-run ratios (run r of iopath / run r of fio),
-# which shows how much of a difference is this VM's noise.
-printf '%-6s %-6s %4s %10s %10s %7s %13s %12s %12s %7s\n' target engine qd fio_iops iopath_iops ratio pairs fio_cpu/io iopath_cpu/io ratio
-for kind in file loop; do
+# One point's line from the two files of "iops cpu" runs (run r of each is a pair).
+summarize() { # kind engine qd fio-file iopath-file
+  python3 - "$@" <<'PY'
+import math, statistics as st, sys
+kind, eng, qd, ff, fi = sys.argv[1:]
+f = [list(map(float, l.split())) for l in open(ff)]
+i = [list(map(float, l.split())) for l in open(fi)]
+# t(0.975, df), df = 1..30; beyond, 2.04 is close enough.
+T = [12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+     2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+     2.045, 2.042]
+def paired(a, b):
+    lg = [math.log(x / y) for x, y in zip(a, b) if x > 0 and y > 0]
+    m = st.mean(lg)
+    h = T[min(len(lg) - 2, len(T) - 1)] * st.stdev(lg) / math.sqrt(len(lg)) if len(lg) > 1 else math.inf
+    return math.exp(m), math.exp(m - h), math.exp(m + h)
+def verdict(r, lo, hi, better_high):
+    if lo > 1.0 or hi < 1.0:
+        return "better" if (lo > 1.0) == better_high else "WORSE"
+    return "even"
+io, io_lo, io_hi = paired([x[0] for x in i], [x[0] for x in f])
+cp, cp_lo, cp_hi = paired([x[1] for x in i], [x[1] for x in f])
+med = lambda rows, k: st.median(x[k] for x in rows)
+print(f"{kind:<6} {eng:<6} {int(qd):4d} {med(f,0):9.0f} {med(i,0):9.0f}  {io:5.2f}x [{io_lo:4.2f}-{io_hi:4.2f}] {verdict(io, io_lo, io_hi, True):<6}"
+      f" {med(f,1):8.0f}ns {med(i,1):8.0f}ns  {cp:5.2f}x [{cp_lo:4.2f}-{cp_hi:4.2f}] {verdict(cp, cp_lo, cp_hi, False)}")
+PY
+}
+
+printf '%-6s %-6s %4s %9s %9s  %-24s %10s %10s  %s\n' target engine qd fio_iops iop_iops \
+  "iops iop/fio [95%]" fio_cpu/io iop_cpu/io "cpu/io iop/fio [95%]"
+for kind in $TARGETS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
-  for eng in uring aio; do
+  for eng in $ENGINES; do
     for qd in $QDS; do
       : > "$W/fio"; : > "$W/iop"
       for r in $(seq "$REPEAT"); do
@@ -36,11 +64,7 @@ for kind in file loop; do
         if ((r % 2)); then run_fio $kind "$t" $eng $qd >> "$W/fio"; run_iopath $kind "$t" $eng $qd >> "$W/iop"
         else run_iopath $kind "$t" $eng $qd >> "$W/iop"; run_fio $kind "$t" $eng $qd >> "$W/fio"; fi
       done
-      fi=$(cut -d' ' -f1 "$W/fio" | median); ii=$(cut -d' ' -f1 "$W/iop" | median)
-      fc=$(cut -d' ' -f2 "$W/fio" | median); ic=$(cut -d' ' -f2 "$W/iop" | median)
-      pr=$(paste -d' ' <(cut -d' ' -f1 "$W/iop") <(cut -d' ' -f1 "$W/fio") | awk '{print $1/$2}' | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
-      awk -v k=$kind -v e=$eng -v q=$qd -v fi="$fi" -v ii="$ii" -v fc="$fc" -v ic="$ic" -v pr="$pr" 'BEGIN {
-        printf "%-6s %-6s %4d %10.0f %10.0f %6.2fx %13s %10.0fns %10.0fns %6.2fx\n", k, e, q, fi, ii, ii/fi, pr, fc, ic, ic/fc }'
+      summarize $kind $eng $qd "$W/fio" "$W/iop"
     done
   done
 done

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Why QD1 on the RAM loop device swings: each I/O's work runs on the loop driver's unbound
+# kworker, and every wakeup that crosses vCPUs (submitter -> kworker, ksoftirqd -> submitter)
+# costs an IPI, which a nested guest pays dearly for. This runs fio and `iopath run` at QD1,
+# alternating, and prints per run the IOPS next to the IPIs the generator's own threads sent
+# per I/O (perf's ipi:ipi_send_cpu tracepoint), then how closely the two track each other.
+#   usage: sudo scripts/bench-qd1-wakeups.sh [RUNTIME_S=2] [ROUNDS=8] [ENGINE=uring]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNTIME=${1:-2}; ROUNDS=${2:-8}; ENGINE=${3:-uring}
+command -v perf >/dev/null || { echo "needs perf (apt install linux-perf)" >&2; exit 1; }
+. scripts/bench-lib.sh
+[ "$ENGINE" = uring ] && FE=io_uring || FE=libaio
+
+one() { # tool -> "iops ipis_per_io"
+  local ios
+  if [ "$1" = fio ]; then
+    ios=$(perf stat -e ipi:ipi_send_cpu -x, -o "$W/st" fio --name=b --filename="$LOOP" --ioengine=$FE --iodepth=1 \
+      --rw=randread --bs=4k --direct=1 --size=1g --runtime="$RUNTIME" --time_based --norandommap --randrepeat=0 \
+      --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["total_ios"])')
+  else
+    ios=$(perf stat -e ipi:ipi_send_cpu -x, -o "$W/st" "$IOPATH" run --device "$LOOP" --engine "$ENGINE" --qd 1 \
+      --bs 4k --rw randread --runtime "${RUNTIME}s" --json - 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ios"])')
+  fi
+  awk -F, -v ios="$ios" -v t="$RUNTIME" '/ipi_send_cpu/ { printf "%.0f %.3f\n", ios / t, $1 / ios }' "$W/st"
+}
+
+: > "$W/runs"
+printf '%-7s %9s %8s\n' tool iops ipi/io
+for r in $(seq "$ROUNDS"); do
+  if ((r % 2)); then order="fio iopath"; else order="iopath fio"; fi
+  for tool in $order; do
+    line=$(one $tool); echo "$tool $line" >> "$W/runs"
+    printf '%-7s %9.0f %8.3f\n' $tool $line
+  done
+done
+python3 - "$W/runs" <<'PY'
+import math, statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+for tool in ("fio", "iopath"):
+    t = [r for r in rows if r[0] == tool]
+    print(f"{tool:<7} median {st.median(float(r[1]) for r in t):9.0f} IOPS, {st.median(float(r[2]) for r in t):.3f} IPIs per I/O")
+x = [float(r[2]) for r in rows]; y = [math.log(float(r[1])) for r in rows]
+mx, my = st.mean(x), st.mean(y)
+r = sum((a - mx) * (b - my) for a, b in zip(x, y)) / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
+print(f"correlation of IPIs per I/O with log IOPS over all runs: {r:+.2f}")
+PY
