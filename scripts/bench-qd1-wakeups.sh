@@ -3,7 +3,9 @@
 # kworker, and every wakeup that crosses vCPUs (submitter -> kworker, ksoftirqd -> submitter)
 # costs an IPI, which a nested guest pays dearly for. This runs fio and `iopath run` at QD1,
 # alternating, and prints per run the IOPS next to the IPIs the generator's own threads sent
-# per I/O (perf's ipi:ipi_send_cpu tracepoint), then how closely the two track each other.
+# per I/O (perf's ipi:ipi_send_cpu tracepoint), then how closely the two track each other; and,
+# with bpftrace, one more run of each under the workqueue tracepoints: is it the same kworker
+# doing the reads, and was work queued while it was still busy (the pool would wake another)?
 #   usage: sudo scripts/bench-qd1-wakeups.sh [RUNTIME_S=2] [ROUNDS=8] [ENGINE=uring]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +46,38 @@ x = [float(r[2]) for r in rows]; y = [math.log(float(r[1])) for r in rows]
 mx, my = st.mean(x), st.mean(y)
 r = sum((a - mx) * (b - my) for a, b in zip(x, y)) / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
 print(f"correlation of IPIs per I/O with log IOPS over all runs: {r:+.2f}")
+PY
+
+command -v bpftrace >/dev/null || exit 0
+cat > "$W/wq.bt" <<'BT'
+tracepoint:workqueue:workqueue_queue_work /comm == "fio" || comm == "iopath-w0"/ {
+  @who = comm; @queued[comm] = count(); if (@busy) { @while_busy[comm] = count(); }
+}
+tracepoint:workqueue:workqueue_execute_start /strncmp(comm, "kworker/u", 9) == 0 && @who != ""/ {
+  @busy = 1; if (pid == @last) { @same[@who] = count(); } @last = pid;
+}
+tracepoint:workqueue:workqueue_execute_end /strncmp(comm, "kworker/u", 9) == 0/ { @busy = 0; }
+END { clear(@who); clear(@busy); clear(@last); }
+BT
+bpftrace -f json "$W/wq.bt" > "$W/wq.json" 2>/dev/null &
+BT_PID=$!
+sleep 5 # attach
+one fio >/dev/null; one iopath >/dev/null
+kill -INT $BT_PID; wait $BT_PID || true
+python3 - "$W/wq.json" <<'PY'
+import json, sys
+m = {}
+for l in open(sys.argv[1]):
+    try:
+        j = json.loads(l)
+    except ValueError:
+        continue
+    if j.get("type") == "map":
+        m.update(j["data"])
+q = m.get("@queued", {})
+for tool in ("fio", "iopath-w0"):
+    n = q.get(tool, 0)
+    if n:
+        print(f"{tool:<9} {n} reads queued: same kworker as the last read {m.get('@same', {}).get(tool, 0) / n:.1%}, "
+              f"queued while it was busy {m.get('@while_busy', {}).get(tool, 0) / n:.1%}")
 PY
