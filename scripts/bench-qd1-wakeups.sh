@@ -4,8 +4,7 @@
 # costs an IPI, which a nested guest pays dearly for. This runs fio and `iopath run` at QD1,
 # alternating, and prints per run the IOPS next to the IPIs the generator's own threads sent
 # per I/O (perf's ipi:ipi_send_cpu tracepoint), then how closely the two track each other; and,
-# with bpftrace, one more run of each under the workqueue tracepoints: is it the same kworker
-# doing the reads, and was work queued while it was still busy (the pool would wake another)?
+# with bpftrace, one more run of each under workqueue and scheduler tracepoints (see below).
 #   usage: sudo scripts/bench-qd1-wakeups.sh [RUNTIME_S=2] [ROUNDS=8] [ENGINE=uring]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +48,10 @@ print(f"correlation of IPIs per I/O with log IOPS over all runs: {r:+.2f}")
 PY
 
 command -v bpftrace >/dev/null || exit 0
-cat > "$W/wq.bt" <<'BT'
+# Per tool: the workqueue's choice of kworker; how long a wakeup of the submitter takes to run it;
+# how long it then takes to queue the next read; and how often that wakeup of the kworker pulls it
+# onto the submitter's vCPU (the only way back to sharing one vCPU).
+cat > "$W/qd1.bt" <<'BT'
 tracepoint:workqueue:workqueue_queue_work /comm == "fio" || comm == "iopath-w0"/ {
   @who = comm; @queued[comm] = count(); if (@busy) { @while_busy[comm] = count(); }
 }
@@ -57,14 +59,22 @@ tracepoint:workqueue:workqueue_execute_start /strncmp(comm, "kworker/u", 9) == 0
   @busy = 1; if (pid == @last) { @same[@who] = count(); } @last = pid;
 }
 tracepoint:workqueue:workqueue_execute_end /strncmp(comm, "kworker/u", 9) == 0/ { @busy = 0; }
-END { clear(@who); clear(@busy); clear(@last); }
+tracepoint:sched:sched_waking /args->comm == "fio" || args->comm == "iopath-w0"/ { @woken[args->pid] = nsecs; }
+tracepoint:sched:sched_switch /(args->next_comm == "fio" || args->next_comm == "iopath-w0") && @woken[args->next_pid]/ {
+  @wake_to_run_ns[args->next_comm] = avg(nsecs - @woken[args->next_pid]); @ran[args->next_pid] = nsecs; @woken[args->next_pid] = 0;
+}
+tracepoint:sched:sched_waking /(comm == "fio" || comm == "iopath-w0") && strncmp(args->comm, "kworker/u", 9) == 0/ {
+  if (@ran[tid]) { @run_to_next_ns[comm] = avg(nsecs - @ran[tid]); @ran[tid] = 0; }
+  @kw_wakes[comm] = count(); if (args->target_cpu == cpu) { @kw_here[comm] = count(); }
+}
+END { clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
 BT
-bpftrace -f json "$W/wq.bt" > "$W/wq.json" 2>/dev/null &
+bpftrace -f json "$W/qd1.bt" > "$W/qd1.json" 2>/dev/null &
 BT_PID=$!
 sleep 5 # attach
 one fio >/dev/null; one iopath >/dev/null
 kill -INT $BT_PID; wait $BT_PID || true
-python3 - "$W/wq.json" <<'PY'
+python3 - "$W/qd1.json" <<'PY'
 import json, sys
 m = {}
 for l in open(sys.argv[1]):
@@ -72,12 +82,16 @@ for l in open(sys.argv[1]):
         j = json.loads(l)
     except ValueError:
         continue
-    if j.get("type") == "map":
+    if j.get("type") in ("map", "stats"):  # avg() maps come as "stats"
         m.update(j["data"])
-q = m.get("@queued", {})
+def get(name, tool):
+    return m.get(name, {}).get(tool, 0)
+print("under bpftrace (one run each):")
 for tool in ("fio", "iopath-w0"):
-    n = q.get(tool, 0)
-    if n:
-        print(f"{tool:<9} {n} reads queued: same kworker as the last read {m.get('@same', {}).get(tool, 0) / n:.1%}, "
-              f"queued while it was busy {m.get('@while_busy', {}).get(tool, 0) / n:.1%}")
+    n, k = get("@queued", tool), get("@kw_wakes", tool)
+    if n and k:
+        print(f"{tool:<9} {n} reads: same kworker as the last {get('@same', tool) / n:.1%}, queued while it was busy "
+              f"{get('@while_busy', tool) / n:.1%}; submitter woken -> running {get('@wake_to_run_ns', tool) / 1e3:.1f} us, "
+              f"running -> next kworker wakeup {get('@run_to_next_ns', tool) / 1e3:.1f} us; kworker woken on the "
+              f"submitter's vCPU {get('@kw_here', tool) / k:.1%}")
 PY
