@@ -49,10 +49,6 @@ pub struct Aio {
     bufs: Buffers,
 }
 
-// SAFETY: the raw pointers point into `iocbs`, owned by this value; the AIO context is a
-// process-wide handle usable from any thread.
-unsafe impl Send for Aio {}
-
 impl Aio {
     pub fn new(qd: u32, file: File, bufs: Buffers) -> Result<Self> {
         let mut ctx: libc::c_ulong = 0;

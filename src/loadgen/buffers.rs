@@ -9,10 +9,6 @@ pub struct Buffers {
     n: usize,
 }
 
-// SAFETY: the allocation is owned by this value and only reached through &mut self or by the
-// kernel while an I/O on that slot is in flight; it moves between threads as a whole.
-unsafe impl Send for Buffers {}
-
 impl Buffers {
     pub fn new(n: usize, bs: usize, align: usize) -> Self {
         let align = align.max(4096).next_power_of_two();

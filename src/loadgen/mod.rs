@@ -245,7 +245,7 @@ where
     // drops. Unlike a Barrier it cannot hang when a thread fails to spawn.
     let gate = RwLock::new(());
     let failed = AtomicBool::new(false);
-    let (target, make, gate, failed) = (&target, &make, &gate, &failed);
+    let (prepared, make, gate, failed) = (&target, &make, &gate, &failed);
     let (stats, start_ns, end_ns, usage, first_err) = thread::scope(|s| {
         let hold = gate.write().unwrap_or_else(|e| e.into_inner());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
@@ -259,7 +259,7 @@ where
                 // Everything a worker touches per I/O (fd, buffers, ring) is made on its own
                 // thread after pinning, as fio's jobs do: memory lands on the worker's node.
                 let ready = cpu.map(pin_to).transpose().and_then(|_| {
-                    let file = target::open(job, target)?;
+                    let file = target::open(job, prepared)?;
                     make(file, Buffers::new(job.qd as usize, job.bs as usize, align))
                 });
                 let _ = ready_tx.send(ready.is_ok());
@@ -299,7 +299,7 @@ where
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(Outcome { stats, start_ns, end_ns, usage, target: target.clone() })
+    Ok(Outcome { stats, start_ns, end_ns, usage, target })
 }
 
 fn pin_to(cpu: usize) -> Result<()> {
