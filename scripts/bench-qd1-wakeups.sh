@@ -11,18 +11,9 @@ cd "$(dirname "$0")/.."
 RUNTIME=${1:-2}; ROUNDS=${2:-8}; ENGINE=${3:-uring}
 command -v perf >/dev/null || { echo "needs perf (apt install linux-perf)" >&2; exit 1; }
 . scripts/bench-lib.sh
-[ "$ENGINE" = uring ] && FE=io_uring || FE=libaio
-
 one() { # tool -> "iops ipis_per_io"
   local ios
-  if [ "$1" = fio ]; then
-    ios=$(perf stat -e ipi:ipi_send_cpu -x, -o "$W/st" fio --name=b --filename="$LOOP" --ioengine=$FE --iodepth=1 \
-      --rw=randread --bs=4k --direct=1 --size=1g --runtime="$RUNTIME" --time_based --norandommap --randrepeat=0 \
-      --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["total_ios"])')
-  else
-    ios=$(perf stat -e ipi:ipi_send_cpu -x, -o "$W/st" "$IOPATH" run --device "$LOOP" --engine "$ENGINE" --qd 1 \
-      --bs 4k --rw randread --runtime "${RUNTIME}s" --json - 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ios"])')
-  fi
+  ios=$(WRAP="perf stat -e ipi:ipi_send_cpu -x, -o $W/st" run_$1 loop "$LOOP" "$ENGINE" 1 "$RUNTIME" | cut -d' ' -f3)
   awk -F, -v ios="$ios" -v t="$RUNTIME" '/ipi_send_cpu/ { printf "%.0f %.3f\n", ios / t, $1 / ios }' "$W/st"
 }
 

@@ -9,21 +9,6 @@ cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-3}; QDS=${3:-"1 32 128"}; TARGETS=${4:-"file loop"}; ENGINES=${5:-"uring aio"}
 . scripts/bench-lib.sh
 
-# One run -> "iops cpu_ns_per_io"
-run_fio() { # target engine qd
-  local kind=$1 t=$2 eng=$3 qd=$4 fe; [ "$eng" = uring ] && fe=io_uring || fe=libaio
-  fio --name=b --filename="$t" --ioengine=$fe --iodepth="$qd" --rw=randread --bs=4k --direct=1 \
-      --size=1g --runtime="$RUNTIME" --time_based --norandommap --randrepeat=0 --output-format=json |
-    python3 -c 'import json,sys
-j=json.load(sys.stdin)["jobs"][0]; r=j["read"]; secs=j["job_runtime"]/1000
-print(r["iops"], (j["usr_cpu"]+j["sys_cpu"])/100*secs*1e9/max(r["total_ios"],1))'
-}
-run_iopath() {
-  local kind=$1 t=$2 eng=$3 qd=$4 flag; [ "$kind" = file ] && flag=--file || flag=--device
-  "$IOPATH" run $flag "$t" --engine "$eng" --qd "$qd" --bs 4k --rw randread --runtime "${RUNTIME}s" --json - 2>/dev/null |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["iops"], r["cpu"]["per_io_ns"])'
-}
-
 # One point's line from the two files of "iops cpu" runs (run r of each is a pair).
 summarize() { # kind engine qd fio-file iopath-file
   python3 - "$@" <<'PY'
@@ -61,8 +46,8 @@ for kind in $TARGETS; do
       : > "$W/fio"; : > "$W/iop"
       for r in $(seq "$REPEAT"); do
         # Alternate which goes first, so drift on this noisy VM hits both alike.
-        if ((r % 2)); then run_fio $kind "$t" $eng $qd >> "$W/fio"; run_iopath $kind "$t" $eng $qd >> "$W/iop"
-        else run_iopath $kind "$t" $eng $qd >> "$W/iop"; run_fio $kind "$t" $eng $qd >> "$W/fio"; fi
+        if ((r % 2)); then run_fio $kind "$t" $eng $qd "$RUNTIME" >> "$W/fio"; run_iopath $kind "$t" $eng $qd "$RUNTIME" >> "$W/iop"
+        else run_iopath $kind "$t" $eng $qd "$RUNTIME" >> "$W/iop"; run_fio $kind "$t" $eng $qd "$RUNTIME" >> "$W/fio"; fi
       done
       summarize $kind $eng $qd "$W/fio" "$W/iop"
     done
