@@ -40,8 +40,9 @@ PY
 
 command -v bpftrace >/dev/null || exit 0
 # Per tool: the workqueue's choice of kworker; how long a wakeup of the submitter takes to run it;
-# how long it then takes to queue the next read; and how often that wakeup of the kworker pulls it
-# onto the submitter's vCPU (the only way back to sharing one vCPU).
+# how long it then takes to queue the next read; how often that wakeup of the kworker pulls it
+# onto the submitter's vCPU (the only way back to sharing one vCPU); and the submitter's PELT
+# load and utilization at its first I/O (what the scheduler knows of it when the run starts).
 cat > "$W/qd1.bt" <<'BT'
 tracepoint:workqueue:workqueue_queue_work /comm == "fio" || comm == "iopath-w0"/ {
   @who = comm; @queued[comm] = count(); if (@busy) { @while_busy[comm] = count(); }
@@ -58,7 +59,11 @@ tracepoint:sched:sched_waking /(comm == "fio" || comm == "iopath-w0") && strncmp
   if (@ran[tid]) { @run_to_next_ns[comm] = avg(nsecs - @ran[tid]); @ran[tid] = 0; }
   @kw_wakes[comm] = count(); if (args->target_cpu == cpu) { @kw_here[comm] = count(); }
 }
-END { clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
+tracepoint:syscalls:sys_enter_io_submit,tracepoint:syscalls:sys_enter_io_uring_enter
+/(comm == "fio" || comm == "iopath-w0") && !@started[tid]/ {
+  @started[tid] = 1; @first_load[comm] = curtask->se.avg.load_avg; @first_util[comm] = curtask->se.avg.util_avg;
+}
+END { clear(@started); clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
 BT
 bpftrace -f json "$W/qd1.bt" > "$W/qd1.json" 2>/dev/null &
 BT_PID=$!
@@ -84,5 +89,6 @@ for tool in ("fio", "iopath-w0"):
         print(f"{tool:<9} {n} reads: same kworker as the last {get('@same', tool) / n:.1%}, queued while it was busy "
               f"{get('@while_busy', tool) / n:.1%}; submitter woken -> running {get('@wake_to_run_ns', tool) / 1e3:.1f} us, "
               f"running -> next kworker wakeup {get('@run_to_next_ns', tool) / 1e3:.1f} us; kworker woken on the "
-              f"submitter's vCPU {get('@kw_here', tool) / k:.1%}")
+              f"submitter's vCPU {get('@kw_here', tool) / k:.1%}; at its first I/O the submitter's PELT load was "
+              f"{get('@first_load', tool)}, utilization {get('@first_util', tool)}")
 PY
