@@ -40,9 +40,11 @@ PY
 
 command -v bpftrace >/dev/null || exit 0
 # Per tool: the workqueue's choice of kworker; how long a wakeup of the submitter takes to run it;
-# how long it then takes to queue the next read; how often that wakeup of the kworker pulls it
-# onto the submitter's vCPU (the only way back to sharing one vCPU); and the submitter's PELT
-# load and utilization at its first I/O (what the scheduler knows of it when the run starts).
+# how long it then takes to queue the next read; how often the kworker, when woken, last ran on
+# the submitter's vCPU; when it last ran on the other vCPU and that one is idle, how often the
+# wakeup still pulls it onto the submitter's (the way back to sharing one vCPU), by the
+# submitter's PELT utilization; and the submitter's PELT load and utilization at its first I/O
+# (what the scheduler knows of it when the run starts).
 cat > "$W/qd1.bt" <<'BT'
 tracepoint:workqueue:workqueue_queue_work /comm == "fio" || comm == "iopath-w0"/ {
   @who = comm; @queued[comm] = count(); if (@busy) { @while_busy[comm] = count(); }
@@ -55,15 +57,25 @@ tracepoint:sched:sched_waking /args->comm == "fio" || args->comm == "iopath-w0"/
 tracepoint:sched:sched_switch /(args->next_comm == "fio" || args->next_comm == "iopath-w0") && @woken[args->next_pid]/ {
   @wake_to_run_ns[args->next_comm] = avg(nsecs - @woken[args->next_pid]); @ran[args->next_pid] = nsecs; @woken[args->next_pid] = 0;
 }
+tracepoint:sched:sched_switch { @idle[cpu] = (args->next_pid == 0); }
 tracepoint:sched:sched_waking /(comm == "fio" || comm == "iopath-w0") && strncmp(args->comm, "kworker/u", 9) == 0/ {
   if (@ran[tid]) { @run_to_next_ns[comm] = avg(nsecs - @ran[tid]); @ran[tid] = 0; }
   @kw_wakes[comm] = count(); if (args->target_cpu == cpu) { @kw_here[comm] = count(); }
+  // sched_waking comes before the CPU is chosen: target_cpu is where the kworker last ran.
+  @away[tid] = args->target_cpu != cpu && @idle[args->target_cpu]; @kw[tid] = args->pid; @pulled[tid] = 0;
+  @util[tid] = curtask->se.avg.util_avg;
+}
+tracepoint:sched:sched_migrate_task /@away[tid] && args->pid == @kw[tid]/ { @pulled[tid] = args->dest_cpu == cpu; }
+tracepoint:syscalls:sys_exit_io_submit,tracepoint:syscalls:sys_exit_io_uring_enter /@away[tid]/ {
+  $b = @util[tid] < 192 ? "lo" : (@util[tid] < 384 ? "mid" : "hi");
+  @away_n[comm, $b] = count(); if (@pulled[tid]) { @away_pulled[comm, $b] = count(); }
+  @away[tid] = 0;
 }
 tracepoint:syscalls:sys_enter_io_submit,tracepoint:syscalls:sys_enter_io_uring_enter
 /(comm == "fio" || comm == "iopath-w0") && !@started[tid]/ {
   @started[tid] = 1; @first_load[comm] = curtask->se.avg.load_avg; @first_util[comm] = curtask->se.avg.util_avg;
 }
-END { clear(@started); clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
+END { clear(@idle); clear(@away); clear(@kw); clear(@pulled); clear(@util); clear(@started); clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
 BT
 bpftrace -f json "$W/qd1.bt" > "$W/qd1.json" 2>/dev/null &
 BT_PID=$!
@@ -82,13 +94,21 @@ for l in open(sys.argv[1]):
         m.update(j["data"])
 def get(name, tool):
     return m.get(name, {}).get(tool, 0)
+def pulls(tool):
+    out = []
+    for b, label in (("lo", "< 192"), ("mid", "192-383"), ("hi", ">= 384")):
+        n = get("@away_n", f"{tool},{b}")
+        if n:
+            out.append(f"util {label}: {get('@away_pulled', f'{tool},{b}') / n:.0%} of {n}")
+    return ", ".join(out) or "none"
 print("under bpftrace (one run each):")
 for tool in ("fio", "iopath-w0"):
     n, k = get("@queued", tool), get("@kw_wakes", tool)
     if n and k:
         print(f"{tool:<9} {n} reads: same kworker as the last {get('@same', tool) / n:.1%}, queued while it was busy "
               f"{get('@while_busy', tool) / n:.1%}; submitter woken -> running {get('@wake_to_run_ns', tool) / 1e3:.1f} us, "
-              f"running -> next kworker wakeup {get('@run_to_next_ns', tool) / 1e3:.1f} us; kworker woken on the "
-              f"submitter's vCPU {get('@kw_here', tool) / k:.1%}; at its first I/O the submitter's PELT load was "
+              f"running -> next kworker wakeup {get('@run_to_next_ns', tool) / 1e3:.1f} us; kworker last ran on the "
+              f"submitter's vCPU when woken {get('@kw_here', tool) / k:.1%}; at its first I/O the submitter's PELT load was "
               f"{get('@first_load', tool)}, utilization {get('@first_util', tool)}")
+        print(f"{'':<9} woken while last on the other, idle vCPU, pulled onto the submitter's: {pulls(tool)}")
 PY
