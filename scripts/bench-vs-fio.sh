@@ -35,9 +35,10 @@ def verdict(r, lo, hi, better_high):
 io, io_lo, io_hi = paired([x[0] for x in i], [x[0] for x in f])
 cp, cp_lo, cp_hi = paired([x[1] for x in i], [x[1] for x in f])
 med = lambda rows, k: st.median(x[k] for x in rows)
-open(vf, "w").write(f"{verdict(io, io_lo, io_hi, True)} {verdict(cp, cp_lo, cp_hi, False)}\n")
-print(f"{kind:<6} {eng:<6} {int(qd):4d} {med(f,0):9.0f} {med(i,0):9.0f}  {io:5.2f}x [{io_lo:4.2f}-{io_hi:4.2f}] {verdict(io, io_lo, io_hi, True):<6}"
-      f" {med(f,1):8.0f}ns {med(i,1):8.0f}ns  {cp:5.2f}x [{cp_lo:4.2f}-{cp_hi:4.2f}] {verdict(cp, cp_lo, cp_hi, False)}")
+v_io, v_cp = verdict(io, io_lo, io_hi, True), verdict(cp, cp_lo, cp_hi, False)
+open(vf, "w").write(f"{v_io} {v_cp}\n")
+print(f"{kind:<6} {eng:<6} {int(qd):4d} {med(f,0):9.0f} {med(i,0):9.0f}  {io:5.2f}x [{io_lo:4.2f}-{io_hi:4.2f}] {v_io:<6}"
+      f" {med(f,1):8.0f}ns {med(i,1):8.0f}ns  {cp:5.2f}x [{cp_lo:4.2f}-{cp_hi:4.2f}] {v_cp}")
 PY
 }
 

@@ -35,7 +35,7 @@ use pattern::Rng;
 /// and that history feeds where the scheduler wakes the threads each I/O depends on (a loop
 /// device's kworker). fio's jobs start the same way: they idle until fio's main loop, polling every
 /// 100 ms, starts them. Measured at QD1 on the RAM loop device: the submitter's load at its first
-/// I/O is 1000-1024 without the pause, ~130 with it, as fio's is.
+/// I/O is 1000-1024 without the pause, 128-180 with it (fio's: ~130).
 pub const SETTLE: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
