@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use std::os::unix::fs::MetadataExt;
 
 fn check_sane(r: &serde_json::Value, what: &str) {
     assert_eq!(r["schema"], "iopath.report/1");
@@ -114,7 +115,7 @@ fn a_new_file_is_created_and_fully_written() {
     let meta = std::fs::metadata(&f).unwrap();
     assert_eq!(meta.len(), 8 << 20);
     // Allocated, not sparse: reads of holes would never reach the device.
-    assert_eq!(std::os::unix::fs::MetadataExt::blocks(&meta) * 512, 8 << 20);
+    assert_eq!(meta.blocks() * 512, 8 << 20);
     // And it holds the seed-1 pattern, so a verifying read passes on a fresh file.
     let v = run_json(&["--file", f.to_str().unwrap(), "--rw", "read", "--ios", "2048", "--verify"]);
     assert_eq!(v["verified"].as_u64(), Some(2048));
@@ -144,6 +145,17 @@ fn a_loop_device_is_a_target() {
     let r = run_json(&["--device", &l.0, "--engine", "aio", "--qd", "8", "--runtime", "1s"]);
     check_sane(&r, "aio on a loop device");
     assert_eq!(r["target"]["kind"], "device");
+    // Reads leave atime alone (O_NOATIME, as fio opens devices): with relatime, an atime older
+    // than a day would otherwise be rewritten by the first read, and every read pays the check.
+    let file = d.join("atime.dat");
+    let file = file.to_str().unwrap();
+    run_json(&["--file", file, "--size", "1m", "--ios", "1"]);
+    for (flag, target) in [("--device", l.0.as_str()), ("--file", file)] {
+        sh("touch", &["-a", "-d", "2000-01-01", target]);
+        let old = std::fs::metadata(target).unwrap().atime();
+        run_json(&[flag, target, "--rw", "randread", "--ios", "200"]);
+        assert_eq!(std::fs::metadata(target).unwrap().atime(), old, "{target}: reads must not update atime");
+    }
     let w = run_json(&["--device", &l.0, "--rw", "randwrite", "--allow-write", "--ios", "1000", "--qd", "8"]);
     assert_eq!(w["writes"].as_u64(), Some(1000));
 }
