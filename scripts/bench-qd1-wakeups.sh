@@ -43,7 +43,8 @@ command -v bpftrace >/dev/null || exit 0
 # how long it then takes to queue the next read; how often the kworker, when woken, last ran on
 # the submitter's vCPU; when it last ran on the other vCPU and that one is idle, how often the
 # wakeup still pulls it onto the submitter's (the way back to sharing one vCPU), by the
-# submitter's PELT utilization; and the submitter's PELT load and utilization at its first I/O
+# submitter's PELT utilization, with the mean utilization of kworker and submitter at pulled and
+# not-pulled wakeups; and the submitter's PELT load and utilization at its first I/O
 # (what the scheduler knows of it when the run starts).
 cat > "$W/qd1.bt" <<'BT'
 tracepoint:workqueue:workqueue_queue_work /comm == "fio" || comm == "iopath-w0"/ {
@@ -58,24 +59,27 @@ tracepoint:sched:sched_switch /(args->next_comm == "fio" || args->next_comm == "
   @wake_to_run_ns[args->next_comm] = avg(nsecs - @woken[args->next_pid]); @ran[args->next_pid] = nsecs; @woken[args->next_pid] = 0;
 }
 tracepoint:sched:sched_switch { @idle[cpu] = (args->next_pid == 0); }
+// The kworker's utilization as of its last switch-out: what a wakeup sees of it.
+tracepoint:sched:sched_switch /strncmp(args->prev_comm, "kworker/u", 9) == 0/ { @kw_util_now[args->prev_pid] = curtask->se.avg.util_avg; }
 tracepoint:sched:sched_waking /(comm == "fio" || comm == "iopath-w0") && strncmp(args->comm, "kworker/u", 9) == 0/ {
   if (@ran[tid]) { @run_to_next_ns[comm] = avg(nsecs - @ran[tid]); @ran[tid] = 0; }
   @kw_wakes[comm] = count(); if (args->target_cpu == cpu) { @kw_here[comm] = count(); }
   // sched_waking comes before the CPU is chosen: target_cpu is where the kworker last ran.
   @away[tid] = args->target_cpu != cpu && @idle[args->target_cpu]; @kw[tid] = args->pid; @pulled[tid] = 0;
-  @util[tid] = curtask->se.avg.util_avg;
+  @util[tid] = curtask->se.avg.util_avg; @kwutil[tid] = @kw_util_now[args->pid];
 }
 tracepoint:sched:sched_migrate_task /@away[tid] && args->pid == @kw[tid]/ { @pulled[tid] = args->dest_cpu == cpu; }
 tracepoint:syscalls:sys_exit_io_submit,tracepoint:syscalls:sys_exit_io_uring_enter /@away[tid]/ {
   $b = @util[tid] < 192 ? "lo" : (@util[tid] < 384 ? "mid" : "hi");
   @away_n[comm, $b] = count(); if (@pulled[tid]) { @away_pulled[comm, $b] = count(); }
+  @away_kw_util[comm, @pulled[tid]] = avg(@kwutil[tid]); @away_util[comm, @pulled[tid]] = avg(@util[tid]);
   @away[tid] = 0;
 }
 tracepoint:syscalls:sys_enter_io_submit,tracepoint:syscalls:sys_enter_io_uring_enter
 /(comm == "fio" || comm == "iopath-w0") && !@started[tid]/ {
   @started[tid] = 1; @first_load[comm] = curtask->se.avg.load_avg; @first_util[comm] = curtask->se.avg.util_avg;
 }
-END { clear(@idle); clear(@away); clear(@kw); clear(@pulled); clear(@util); clear(@started); clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
+END { clear(@kw_util_now); clear(@kwutil); clear(@idle); clear(@away); clear(@kw); clear(@pulled); clear(@util); clear(@started); clear(@who); clear(@busy); clear(@last); clear(@woken); clear(@ran); }
 BT
 bpftrace -f json "$W/qd1.bt" > "$W/qd1.json" 2>/dev/null &
 BT_PID=$!
@@ -111,4 +115,7 @@ for tool in ("fio", "iopath-w0"):
               f"submitter's vCPU when woken {get('@kw_here', tool) / k:.1%}; at its first I/O the submitter's PELT load was "
               f"{get('@first_load', tool)}, utilization {get('@first_util', tool)}")
         print(f"{'':<9} woken while last on the other, idle vCPU, pulled onto the submitter's: {pulls(tool)}")
+        print(f"{'':<9} mean PELT utilization at those wakeups, pulled / not: kworker "
+              f"{get('@away_kw_util', f'{tool},1')} / {get('@away_kw_util', f'{tool},0')}, submitter "
+              f"{get('@away_util', f'{tool},1')} / {get('@away_util', f'{tool},0')}")
 PY

@@ -8,9 +8,9 @@
 # with fresh pairs, and the verdict stands only when that rerun agrees.
 # QD1 on the RAM loop device is decided mostly by where the scheduler puts the submitter and the
 # loop driver's kworker (one vCPU or two: 3x apart here, and this guest's choice swings with the
-# host's load), so after the table those points run once more with everything on CPU 0 (taskset
-# for the generator, the unbound-workqueue cpumask for the kworker, restored on exit): there only
-# the generators' own costs differ.
+# host's load), so after the table those points run again with the placement fixed (taskset for
+# the generator, the unbound-workqueue cpumask for the kworker, restored on exit): both on CPU 0,
+# then one on each vCPU. There only the generators' own costs differ.
 #   usage: sudo scripts/bench-vs-fio.sh [RUNTIME_S=5] [REPEAT=3] [QDS="1 32 128"] [TARGETS="file loop"] [ENGINES="uring aio"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,15 +72,18 @@ for kind in $TARGETS; do
   done
 done
 
-# The placement-equal line for QD1 on the loop device (see the top).
+# The placement-equal lines for QD1 on the loop device (see the top): generator on CPU 0, and the
+# loop kworker on CPU 0 too (1vcpu) or on CPU 1 (2vcpu: every I/O crosses vCPUs twice).
 case " $TARGETS " in *" loop "*) ;; *) exit 0 ;; esac
 case " $QDS " in *" 1 "*) ;; *) exit 0 ;; esac
 WQ=/sys/devices/virtual/workqueue/cpumask
-if [ ! -w $WQ ]; then echo "(no $WQ: skipping the one-vCPU line)"; exit 0; fi
+if [ ! -w $WQ ] || [ "$(nproc)" -lt 2 ]; then echo "(no $WQ or one CPU: skipping the placement-equal lines)"; exit 0; fi
 WQ_WAS=$(cat $WQ)
 trap 'echo "$WQ_WAS" > $WQ; cleanup' EXIT
-echo 1 > $WQ
-echo "QD1 on the loop device with the generator and the loop kworker both on CPU 0:"
-for eng in $ENGINES; do
-  WRAP="taskset -c 0" pairs loop "$LOOP" $eng 1; summarize 1vcpu $eng 1 "$W/fio" "$W/iop" "$W/v1"
+echo "QD1 on the loop device, generator on CPU 0, loop kworker on CPU 0 (1vcpu) or CPU 1 (2vcpu):"
+for placed in 1vcpu:1 2vcpu:2; do
+  echo "${placed#*:}" > $WQ
+  for eng in $ENGINES; do
+    WRAP="taskset -c 0" pairs loop "$LOOP" $eng 1; summarize "${placed%:*}" $eng 1 "$W/fio" "$W/iop" "$W/v1"
+  done
 done
