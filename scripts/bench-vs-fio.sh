@@ -7,7 +7,7 @@
 # host's drift over minutes is not i.i.d. noise): a point judged better or WORSE is measured again
 # with fresh pairs, and the verdict stands only when that rerun agrees.
 # QD1 on the RAM loop device is decided mostly by where the scheduler puts the submitter and the
-# loop driver's kworker (one vCPU or two: 3x apart here, and this guest's choice swings with the
+# loop driver's kworker (one vCPU or two: 3-6x apart here, and this guest's choice swings with the
 # host's load), so after the table those points run again with the placement fixed (taskset for
 # the generator, the unbound-workqueue cpumask for the kworker, restored on exit): both on CPU 0,
 # then one on each vCPU. There only the generators' own costs differ.
@@ -56,19 +56,23 @@ pairs() { # kind target engine qd -> $W/fio, $W/iop: REPEAT runs of each, run r 
   done
 }
 
+point() { # label kind target engine qd: one point's line, and its rerun when not even
+  local label=$1; shift
+  pairs "$@"; summarize "$label" "$3" "$4" "$W/fio" "$W/iop" "$W/v1"
+  [ "$(cat "$W/v1")" = "even even" ] && return
+  pairs "$@"; summarize rerun "" "$4" "$W/fio" "$W/iop" "$W/v2"
+  local i1 c1 i2 c2
+  read -r i1 c1 < "$W/v1"; read -r i2 c2 < "$W/v2"
+  [ "$i1" = "$i2" ] || i1=even; [ "$c1" = "$c2" ] || c1=even
+  printf '%-6s %-6s %4s   -> iops %s, cpu/io %s\n' "" "" "" "$i1" "$c1"
+}
+
 printf '%-6s %-6s %4s %9s %9s  %-24s %10s %10s  %s\n' target engine qd fio_iops iop_iops \
   "iops iop/fio [95%]" fio_cpu/io iop_cpu/io "cpu/io iop/fio [95%]"
 for kind in $TARGETS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
-    for qd in $QDS; do
-      pairs $kind "$t" $eng $qd; summarize $kind $eng $qd "$W/fio" "$W/iop" "$W/v1"
-      [ "$(cat "$W/v1")" = "even even" ] && continue
-      pairs $kind "$t" $eng $qd; summarize rerun "" $qd "$W/fio" "$W/iop" "$W/v2"
-      read -r i1 c1 < "$W/v1"; read -r i2 c2 < "$W/v2"
-      [ "$i1" = "$i2" ] || i1=even; [ "$c1" = "$c2" ] || c1=even
-      printf '%-6s %-6s %4s   -> iops %s, cpu/io %s\n' "" "" "" "$i1" "$c1"
-    done
+    for qd in $QDS; do point $kind $kind "$t" $eng $qd; done
   done
 done
 
@@ -84,6 +88,6 @@ echo "QD1 on the loop device, generator on CPU 0, loop kworker on CPU 0 (1vcpu) 
 for placed in 1vcpu:1 2vcpu:2; do
   echo "${placed#*:}" > $WQ
   for eng in $ENGINES; do
-    WRAP="taskset -c 0" pairs loop "$LOOP" $eng 1; summarize "${placed%:*}" $eng 1 "$W/fio" "$W/iop" "$W/v1"
+    WRAP="taskset -c 0" point "${placed%:*}" loop "$LOOP" $eng 1
   done
 done
