@@ -26,6 +26,14 @@
  *    the optional fexit/kprobe doorbell probe sees nothing on kernels that batch io_uring's
  *    submissions (seen on 6.12, not on 6.1); the report says so. Both kernels fire
  *    nvme_setup_cmd before block_rq_issue (nvme_prep_rq maps the data first).
+ * 9. io_uring moved each opcode's state into io_kiocb's first member (`cmd`, io_kiocb_to_cmd) in
+ *    6.0 ("io_uring: move read/write file prep state into actual opcode handler", Jens Axboe);
+ *    the read/write kiocb is io_rw's first member there. A kiocb leads back to its io_kiocb by
+ *    those two offsets (both 0 on 6.1 through 6.18), read with CO-RE.
+ * 10. PF_IO_WORKER (io_uring's SQ thread and io-wq workers, 5.12) and PF_WQ_WORKER (kworkers) are
+ *    #defines, absent from BTF: their values have not changed since.
+ * 11. The I/O syscalls' numbers are x86_64's (arch/x86/entry/syscalls/syscall_64.tbl), the
+ *    only architecture the tp_btf syscall programs read registers for.
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
@@ -41,6 +49,15 @@ static __always_inline __u64 io_req_user_data(struct io_kiocb *req)
 	if (bpf_core_field_exists(req->cqe))
 		return BPF_CORE_READ(req, cqe.user_data);
 	return BPF_CORE_READ((struct io_kiocb___old *)req, user_data);
+}
+
+#define PF_IO_WORKER 0x00000010
+#define PF_WQ_WORKER 0x00000020
+
+static __always_inline __u64 io_kiocb_of_kiocb(struct kiocb *iocb)
+{
+	return (__u64)iocb - bpf_core_field_offset(struct io_kiocb, cmd) -
+	       bpf_core_field_offset(struct io_rw, kiocb);
 }
 
 #endif /* IOPATH_CORE_FIXES_BPF_H */

@@ -1,55 +1,60 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Per-I/O phases: submission (syscall entry -> bio queued), block layer (bio queued -> request
- * issued), device (issued -> completed), completion (completed -> posted -> reaped).
+ * Per-I/O phases on every route an I/O takes: submission (the route's start -> bio queued), block
+ * layer (bio queued -> request issued), device (issued -> completed), completion (completed ->
+ * posted -> reaped).
  *
- * State lives where it is cheapest: the submitting task's own storage (syscall entry time, the
- * io_uring request being issued, completions waiting to be reaped) and two hash maps for what
- * crosses contexts (bio -> timestamps while in the block layer; completed I/O -> completion time
- * until io_uring posts it or io_getevents returns it). Every entry point is a thin wrapper over
- * one handler so tp_btf and raw_tp variants share the logic; userspace picks which to load.
+ * Three parts. Routes (this file's syscall and io_uring sections) claim an I/O when the
+ * application hands it over and close it when the application gets the result: io_uring from
+ * the submitting thread, the SQ thread or an io-wq worker; libaio; synchronous read/write. The
+ * block core (block_core.bpf.h) stamps the I/O from its bios and requests in whatever context
+ * they move, never asking which route it came by. io_state.bpf.h holds the per-I/O state and is
+ * the one place phases are recorded. Every entry point is a thin wrapper over one handler so
+ * tp_btf and raw_tp variants share the logic; userspace picks which to load.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "phases.h"
-#include "counters.bpf.h"
-#include "hist.bpf.h"
-#include "core_fixes.bpf.h"
-#include "slots.bpf.h"
-#include "traced.bpf.h"
 
 /* Process to trace; 0 = every process. */
 const volatile __u32 targ_tgid = 0;
+/* Trace a process tree (traced_tgids, grown on fork) instead of the single targ_tgid. */
+const volatile bool targ_tree = false;
 /* Emit one io_record per reaped I/O into `events`. */
 const volatile bool targ_events = false;
-/* bi_end_io of the direct-I/O paths whose bio leads back to the kiocb (from /proc/kallsyms). */
+/* The traced application (the bundled generator) stamps each SQE's user_data with the time it
+ * queued it (low 48 bits of CLOCK_MONOTONIC ns, above a 16-bit slot): SQPOLL's pickup. */
+const volatile bool targ_uring_stamp = false;
+/* Count the traced threads' system calls by number. */
+const volatile bool targ_syscalls = true;
+/* Kernel functions that tell who owns a bio (from /proc/kallsyms; 0 = absent). */
 const volatile __u64 targ_iomap_end_io = 0;
 const volatile __u64 targ_blkdev_end_io = 0;
 const volatile __u64 targ_blkdev_end_io_async = 0;
-
-/* Trace a process tree (traced_tgids, grown on fork) instead of the single targ_tgid. */
-const volatile bool targ_tree = false;
+const volatile __u64 targ_bio_wait_end_io = 0;
+const volatile __u64 targ_chain_end_io = 0;
+const volatile __u64 targ_aio_complete = 0;
 
 /* Set by userspace once every link is attached, so attach order cannot skew counts. */
 volatile __u32 enabled = 0;
 
-/* The traced I/O's active span: first submission, last reap (a traced command's IOPS are over
- * this, not over its start-up and exit). Plain stores: an off-by-one-I/O race is harmless. */
-__u64 first_submit_ts = 0;
-__u64 last_reap_ts = 0;
+#include "traced.bpf.h"
+#include "block_core.bpf.h"
 
 struct task_ctx {
 	__u64 enter_ts;
-	__u64 cur_req;
-	__u64 aio_events;
-	__u32 mode;
-	__u32 in_submit;
+	__u64 aio_events; /* io_getevents: the user's io_event array */
+	__u64 aio_iocbs;  /* io_submit: the user's iocb pointer array ... */
+	__u32 aio_nr;	  /* ... and its length */
+	__u32 aio_disc;	  /* the kioctx of the call */
+	__u32 in_submit;  /* inside io_uring_enter / io_submit */
 	__u32 nposted;
-	__u32 in_sys;			    /* inside a traced submit/reap syscall */
-	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
-	__u64 wake_ts;			    /* woken up at this time, not yet running */
+	__u32 in_sys;	  /* inside a traced I/O syscall */
+	__u32 pad;
+	__u64 preempt_ts; /* preempted outside a syscall at this time */
+	__u64 wake_ts;	  /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
 };
 
@@ -60,26 +65,13 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
-#define INFLIGHT_MATCH(s, k, tgid) ((s)->key == (k))
-/* bio -> its timestamps, from block_bio_queue to block_rq_complete. */
-SLOT_TABLE(inflight, inflight_slot, INFLIGHT_MATCH)
-
-/* --events: sized by userspace (a page when off). */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
-} events SEC(".maps");
-
-#define DONE_MATCH(s, k, t) ((s)->key == (k) && (s)->tgid == (t))
-/* (tag, tgid) of a completed I/O -> its timestamps, until io_uring posts it or aio reaps it. */
-SLOT_TABLE(done, done_slot, DONE_MATCH)
-
+/* System calls of the traced threads, by number (x86_64). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_PHASES);
+	__uint(max_entries, NR_SYSCALL_SLOTS);
 	__type(key, __u32);
-	__type(value, struct hist);
-} hists SEC(".maps");
+	__type(value, __u64);
+} syscalls SEC(".maps");
 
 /* Requests per hardware queue: HW_QUEUE_KEY(type, id) (NVMe: poll vs irq queues). */
 struct {
@@ -91,18 +83,8 @@ struct {
 
 /* Makes the skeleton emit these types for the Rust side. */
 struct hist _hist = {};
-struct inflight_slot _inflight_slot = {};
-struct done_slot _done_slot = {};
+struct io_slot _io_slot = {};
 struct io_record _io_record = {};
-
-static __always_inline void record(enum phase p, __u64 v)
-{
-	__u32 k = p;
-	struct hist *h = bpf_map_lookup_elem(&hists, &k);
-
-	if (h)
-		hist_add(h, v);
-}
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {
@@ -122,26 +104,108 @@ static __always_inline struct task_ctx *task_ctx(bool create)
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
-/* ---- syscalls: where the application submits and reaps ---- */
+/* ---- route: io_uring (the submitting thread, the SQ thread, io-wq workers) ---- */
 
-static __always_inline int on_submit_enter(__u32 mode, __u64 aio_events)
+/* The application's SQE stamp (targ_uring_stamp): 48 bits of ns, unwrapped against now. */
+static __always_inline __u64 uring_stamp(struct io_kiocb *req, __u64 now)
+{
+	__u64 t = io_req_user_data(req) >> 16, mask = (1ULL << 48) - 1;
+	__u64 ts = (now & ~mask) | t;
+
+	if (ts > now)
+		ts -= 1ULL << 48;
+	/* A stamp from before this run, or none: the SQ thread's pickup is the start. */
+	return now - ts < 10000000000ULL ? ts : now;
+}
+
+/* Reads and writes (IORING_OP_* of include/uapi/linux/io_uring.h, stable ABI): the opcodes
+ * that move data to or from a file. Others (poll, recv, fsync, NOP) are not followed here. */
+static __always_inline bool uring_rw_opcode(__u8 op)
+{
+	return op == 1 || op == 2 || op == 4 || op == 5 || op == 22 || op == 23;
+}
+
+/* A request is submitted: from io_uring_enter by the application, or by its SQ thread. */
+static __always_inline int on_submit_req(struct io_kiocb *req)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct task_struct *cur;
 	struct task_ctx *t;
+	struct io_slot *s;
+	__u64 now, start;
+	__u32 mode = MODE_URING;
+
+	if (!traced(tgid) || !uring_rw_opcode(BPF_CORE_READ(req, opcode)))
+		return 0;
+	now = bpf_ktime_get_ns();
+	start = now;
+	t = task_ctx(false);
+	if (t && t->in_submit) {
+		start = t->enter_ts;
+	} else {
+		cur = bpf_get_current_task_btf();
+		if (cur->flags & PF_IO_WORKER) {
+			mode |= RF_SQPOLL;
+			if (targ_uring_stamp)
+				start = uring_stamp(req, now);
+		}
+	}
+	s = io_claim((__u64)req, 0, start, tgid, mode);
+	if (s)
+		s->pickup_ts = now;
+	return 0;
+}
+
+/* Punted to io-wq (IOSQE_ASYNC, or the kernel could not issue it without blocking). */
+static __always_inline int on_queue_async_work(struct io_kiocb *req)
+{
+	struct io_slot *s;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	s = ios_find((__u64)req, 0);
+	if (s && !s->punt_ts)
+		s->punt_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* Posted to the CQ ring. The thread posting it reaps it at its next io_uring_enter return, except
+ * an io thread's (SQPOLL): the application then reads the CQ ring with no syscall, so the I/O
+ * ends here and says so (RF_NO_REAP). */
+static __always_inline int on_uring_complete(struct io_kiocb *req)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct task_struct *cur;
+	struct task_ctx *t;
+	struct io_slot *s;
+	__u64 now;
+	__u32 n;
 
 	if (!traced(tgid))
 		return 0;
-	t = task_ctx(true);
-	if (!t)
+	s = ios_find((__u64)req, 0);
+	if (!s)
 		return 0;
-	t->enter_ts = bpf_ktime_get_ns();
-	if (!first_submit_ts)
-		first_submit_ts = t->enter_ts;
-	t->mode = mode;
-	t->in_submit = 1;
-	t->in_sys = 1;
-	t->cur_req = 0;
-	t->aio_events = aio_events;
+	now = bpf_ktime_get_ns();
+	s->r.posted_ts = now;
+	cur = bpf_get_current_task_btf();
+	if (cur->flags & PF_IO_WORKER) {
+		s->r.mode |= RF_NO_REAP;
+		io_close_slot(s, now);
+		return 0;
+	}
+	io_route_subphases(s);
+	t = task_ctx(true);
+	if (t) {
+		n = t->nposted;
+		if (n < REAP_MAX) {
+			t->pending[n] = s->r;
+			t->nposted = n + 1;
+		} else {
+			count(C_REAP_OVERFLOW, 1);
+		}
+	}
+	slot_release(&s->key);
 	return 0;
 }
 
@@ -150,15 +214,6 @@ struct reap_ctx {
 	__u64 now;
 };
 
-/* The end of an I/O's trip: it is reaped at `now`. */
-static __always_inline void emit(struct io_record *r, __u64 now)
-{
-	r->reap_ts = now;
-	/* No wakeup per record: userspace drains every 20 ms (a wakeup per I/O costs ~25%). */
-	if (targ_events && bpf_ringbuf_output(&events, r, sizeof(*r), BPF_RB_NO_WAKEUP))
-		count(C_RB_DROPS, 1);
-}
-
 static long reap_one(__u64 i, struct reap_ctx *c)
 {
 	struct io_record *r;
@@ -166,59 +221,110 @@ static long reap_one(__u64 i, struct reap_ctx *c)
 	if (i >= REAP_MAX)
 		return 1;
 	r = &c->t->pending[i];
-	record(PH_REAP, c->now - r->posted_ts);
-	record(PH_COMPLETION, c->now - r->complete_ts);
-	record(PH_TOTAL, c->now - r->submit_ts);
-	emit(r, c->now);
+	r->reap_ts = c->now;
+	io_close(r);
 	return 0;
 }
 
-/* Completions posted to this task since its last reap are reaped now. bpf_loop keeps the
- * verifier's work independent of REAP_MAX. */
-static __always_inline void reap_posted(struct task_ctx *t, __u64 now)
-{
-	struct reap_ctx c = {.t = t, .now = now};
-	__u32 n = t->nposted;
-
-	if (n > REAP_MAX)
-		n = REAP_MAX;
-	if (n) {
-		bpf_loop(n, reap_one, &c, 0);
-		last_reap_ts = now;
-	}
-	t->nposted = 0;
-}
-
+/* io_uring_enter returns: what was posted to this thread since its last return is reaped now.
+ * bpf_loop keeps the verifier's work independent of REAP_MAX. */
 static __always_inline int on_uring_exit(void)
 {
 	struct task_ctx *t = task_ctx(false);
+	struct reap_ctx c;
+	__u32 n;
 
 	if (!t)
 		return 0;
 	t->in_submit = 0;
 	t->in_sys = 0;
-	reap_posted(t, bpf_ktime_get_ns());
+	n = t->nposted;
+	if (n > REAP_MAX)
+		n = REAP_MAX;
+	if (n) {
+		c.t = t;
+		c.now = bpf_ktime_get_ns();
+		bpf_loop(n, reap_one, &c, 0);
+	}
+	t->nposted = 0;
 	return 0;
 }
 
-static __always_inline int on_aio_submit_exit(void)
+/* ---- route: libaio (io_submit claims each iocb, io_getevents reaps it) ---- */
+
+/* The kioctx behind an aio_context_t (the user address of its ring, whose first word is the
+ * ring's index in mm->ioctx_table): it tells apart forked processes that share iocb addresses. */
+static __always_inline __u32 aio_disc(__u64 ctx_id)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct kioctx_table *tbl = BPF_CORE_READ(cur, mm, ioctx_table);
+	struct kioctx *ctx = NULL;
+	__u32 id = 0;
+
+	if (!tbl || bpf_probe_read_user(&id, sizeof(id), (void *)ctx_id))
+		return 0;
+	if (id >= BPF_CORE_READ(tbl, nr))
+		return 0;
+	bpf_core_read(&ctx, sizeof(ctx), &tbl->table[id & 0xffff]);
+	return (__u32)(__u64)ctx;
+}
+
+struct aio_claim_ctx {
+	__u64 *iocbs;
+	__u64 start;
+	__u32 disc;
+	__u32 tgid;
+	bool release;
+};
+
+static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
+{
+	struct io_slot *s;
+	__u64 iocb;
+
+	if (bpf_probe_read_user(&iocb, sizeof(iocb), &c->iocbs[i]) || !iocb)
+		return 1;
+	if (!c->release) {
+		io_claim(iocb, c->disc, c->start, c->tgid, MODE_AIO);
+		return 0;
+	}
+	/* Not submitted after all (io_submit returned fewer): nothing will reap it. */
+	s = ios_find(iocb, c->disc);
+	if (s)
+		slot_release(&s->key);
+	return 0;
+}
+
+static __always_inline int on_aio_submit_enter(struct task_ctx *t, __u64 ctx_id, __u64 nr,
+					       __u64 iocbs)
+{
+	struct aio_claim_ctx c = {.iocbs = (__u64 *)iocbs, .start = t->enter_ts};
+
+	c.tgid = bpf_get_current_pid_tgid() >> 32;
+	c.disc = aio_disc(ctx_id);
+	t->aio_iocbs = iocbs;
+	t->aio_nr = nr < MAX_AIO_EVENTS ? nr : MAX_AIO_EVENTS;
+	t->aio_disc = c.disc;
+	bpf_loop(t->aio_nr, aio_claim_one, &c, 0);
+	return 0;
+}
+
+static __always_inline int on_aio_submit_exit(long ret)
 {
 	struct task_ctx *t = task_ctx(false);
+	struct aio_claim_ctx c = {};
+	__u32 done;
 
-	if (t) {
-		t->in_submit = 0;
-		t->in_sys = 0;
-	}
-	return 0;
-}
-
-static __always_inline int on_getevents_enter(__u64 events)
-{
-	struct task_ctx *t = task_ctx(true);
-
-	if (t) {
-		t->aio_events = events;
-		t->in_sys = 1;
+	if (!t)
+		return 0;
+	t->in_submit = 0;
+	t->in_sys = 0;
+	done = ret > 0 ? ret : 0;
+	if (done < t->aio_nr) {
+		c.iocbs = (__u64 *)t->aio_iocbs + (done & 0xff);
+		c.disc = t->aio_disc;
+		c.release = true;
+		bpf_loop(t->aio_nr - done, aio_claim_one, &c, 0);
 	}
 	return 0;
 }
@@ -226,115 +332,194 @@ static __always_inline int on_getevents_enter(__u64 events)
 struct aio_reap_ctx {
 	struct io_event *events;
 	__u64 now;
-	__u64 matched;
-	__u32 tgid;
+	__u32 disc;
 };
 
 static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 {
-	struct done_slot *s;
-	struct done *d;
-	__u64 tag;
+	struct io_slot *s;
+	__u64 obj;
 
-	if (bpf_probe_read_user(&tag, sizeof(tag), &c->events[i].obj))
+	if (bpf_probe_read_user(&obj, sizeof(obj), &c->events[i].obj))
 		return 1;
-	s = done_find(tag, c->tgid);
+	s = ios_find(obj, c->disc);
 	if (!s) {
 		count(C_REAP_UNMATCHED, 1);
 		return 0;
 	}
-	d = &s->v;
 	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
 	 * device completion path and has no tracepoint of its own. */
-	record(PH_REAP, c->now - d->complete_ts);
-	record(PH_COMPLETION, c->now - d->complete_ts);
-	record(PH_TOTAL, c->now - d->submit_ts);
-	if (targ_events) {
-		struct io_record r = {
-		    .tag = tag,
-		    .submit_ts = d->submit_ts,
-		    .queue_ts = d->queue_ts,
-		    .issue_ts = d->issue_ts,
-		    .complete_ts = d->complete_ts,
-		    .tgid = c->tgid,
-		    .mode = MODE_AIO,
-		};
-
-		emit(&r, c->now);
-	}
-	slot_release(&s->key);
-	c->matched++;
+	io_close_slot(s, c->now);
 	return 0;
 }
 
 /* io_getevents returned `ret` events in the user array: each one is reaped now. */
-static __always_inline int on_getevents_exit(__u32 tgid, long ret)
+static __always_inline int on_getevents_exit(long ret)
 {
-	struct aio_reap_ctx c = {.tgid = tgid};
 	struct task_ctx *t = task_ctx(false);
+	struct aio_reap_ctx c;
 
-	if (t)
-		t->in_sys = 0;
-	if (!t || !t->aio_events || ret <= 0)
+	if (!t)
+		return 0;
+	t->in_sys = 0;
+	if (!t->aio_events || ret <= 0)
 		return 0;
 	c.events = (struct io_event *)t->aio_events;
 	c.now = bpf_ktime_get_ns();
-	last_reap_ts = c.now;
+	c.disc = t->aio_disc;
 	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
 	return 0;
 }
 
-/*
- * The raw syscall tracepoints, filtered by number: one cheap program where eight per-syscall
- * tracepoints cost ~180 ns a run through perf's syscall path (and turn the same syscall-trace
- * path on for every task anyway). x86_64 numbers (arch/x86/entry/syscalls/syscall_64.tbl).
- */
+/* ---- route: synchronous read/write (the I/O happens inside the syscall; the task owns it) ---- */
+
+#define RWF_HIPRI 0x00000001
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+
+/* Only reads and writes of files and block devices are I/O to follow: a pipe or a socket never
+ * reaches a disk, and counting them as I/O that "moved no block I/O" would hide the page cache's
+ * share. */
+static __always_inline bool fd_is_disk_file(__u64 fd)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(cur, files, fdt);
+	struct file **fds, *f = NULL;
+	__u32 mode;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return false;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]) || !f)
+		return false;
+	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	return mode == S_IFREG || mode == S_IFBLK;
+}
+
+static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, bool hipri)
+{
+	if (!fd_is_disk_file(fd))
+		return 0;
+	io_claim(bpf_get_current_task(), 0, t->enter_ts, bpf_get_current_pid_tgid() >> 32,
+		 MODE_SYNC | (hipri ? RF_HIPRI : 0));
+	return 0;
+}
+
+static __always_inline int on_sync_exit(void)
+{
+	struct task_ctx *t = task_ctx(false);
+	struct io_slot *s;
+
+	if (t)
+		t->in_sys = 0;
+	s = ios_find(bpf_get_current_task(), 0);
+	if (s)
+		io_close_slot(s, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* ---- syscalls: where the application submits and reaps ---- */
+
+/* x86_64 numbers (arch/x86/entry/syscalls/syscall_64.tbl; core_fixes.bpf.h #11). */
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_PREAD64 17
+#define NR_PWRITE64 18
+#define NR_READV 19
+#define NR_WRITEV 20
 #define NR_IO_GETEVENTS 208
 #define NR_IO_SUBMIT 209
+#define NR_PREADV 295
+#define NR_PWRITEV 296
+#define NR_PREADV2 327
+#define NR_PWRITEV2 328
 #define NR_IO_PGETEVENTS 333
 #define NR_IO_URING_ENTER 426
+
+static __always_inline bool sync_syscall(long id)
+{
+	return id == NR_PREAD64 || id == NR_PWRITE64 || id == NR_READ || id == NR_WRITE ||
+	       id == NR_READV || id == NR_WRITEV || id == NR_PREADV || id == NR_PWRITEV ||
+	       id == NR_PREADV2 || id == NR_PWRITEV2;
+}
 
 static __always_inline bool io_syscall(long id)
 {
 	return id == NR_IO_URING_ENTER || id == NR_IO_SUBMIT || id == NR_IO_GETEVENTS ||
-	       id == NR_IO_PGETEVENTS;
+	       id == NR_IO_PGETEVENTS || sync_syscall(id);
 }
 
-static __always_inline int on_sys_enter(long id, __u64 arg3)
+static __always_inline void count_syscall(long id)
 {
-	if (!io_syscall(id))
-		return 0;
+	__u32 k = id, tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *v;
+
+	if (k >= NR_SYSCALL_SLOTS || bpf_map_lookup_elem(&excluded_tids, &tid))
+		return;
+	v = bpf_map_lookup_elem(&syscalls, &k);
+	if (v)
+		*v += 1;
+}
+
+/* A syscall's arguments: direct loads from a BTF pt_regs (tp_btf), CO-RE reads otherwise. The
+ * flag is a constant at each call site, so the other branch is never emitted. */
+#define SYS_ARG(regs, reg, btf) ((btf) ? (__u64)(regs)->reg : (__u64)BPF_CORE_READ(regs, reg))
+
+static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
+{
+	struct task_ctx *t;
+
 	if (!traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	if (id == NR_IO_URING_ENTER)
-		return on_submit_enter(MODE_URING, 0);
-	if (id == NR_IO_SUBMIT)
-		return on_submit_enter(MODE_AIO, 0);
-	/* io_getevents / io_pgetevents: the user's io_event array is the fourth argument. */
-	return on_getevents_enter(arg3);
+	if (targ_syscalls)
+		count_syscall(id);
+	if (!io_syscall(id))
+		return 0;
+	t = task_ctx(true);
+	if (!t)
+		return 0;
+	t->enter_ts = bpf_ktime_get_ns();
+	t->in_sys = 1;
+	switch (id) {
+	case NR_IO_URING_ENTER:
+		t->in_submit = 1;
+		return 0;
+	case NR_IO_SUBMIT:
+		t->in_submit = 1;
+		return on_aio_submit_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, si, btf),
+					   SYS_ARG(regs, dx, btf));
+	case NR_IO_GETEVENTS:
+	case NR_IO_PGETEVENTS:
+		/* The user's io_event array is the fourth argument (r10 stands in for rcx). */
+		t->aio_events = SYS_ARG(regs, r10, btf);
+		t->aio_disc = aio_disc(SYS_ARG(regs, di, btf));
+		return 0;
+	case NR_PREADV2:
+	case NR_PWRITEV2:
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf) & RWF_HIPRI);
+	default:
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), false);
+	}
 }
 
 static __always_inline int on_sys_exit(long id, long ret)
 {
-	__u32 tgid;
-
-	if (!io_syscall(id))
-		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!traced(tgid))
+	if (!io_syscall(id) || !traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	if (id == NR_IO_URING_ENTER)
 		return on_uring_exit();
 	if (id == NR_IO_SUBMIT)
-		return on_aio_submit_exit();
-	return on_getevents_exit(tgid, ret);
+		return on_aio_submit_exit(ret);
+	if (id == NR_IO_GETEVENTS || id == NR_IO_PGETEVENTS)
+		return on_getevents_exit(ret);
+	return on_sync_exit();
 }
 
-/* The fourth syscall argument travels in r10 (the syscall ABI's substitute for rcx). */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	return on_sys_enter(id, regs->r10);
+	return on_sys_enter(regs, id, true);
 }
 
 SEC("tp_btf/sys_exit")
@@ -346,7 +531,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long id)
 {
-	return on_sys_enter(id, BPF_CORE_READ(regs, r10));
+	return on_sys_enter(regs, id, false);
 }
 
 SEC("raw_tp/sys_exit")
@@ -355,19 +540,7 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 	return on_sys_exit(BPF_CORE_READ(regs, orig_ax), ret);
 }
 
-/* ---- io_uring ---- */
-
-static __always_inline int on_submit_req(struct io_kiocb *req)
-{
-	struct task_ctx *t;
-
-	if (!traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	t = task_ctx(false);
-	if (t)
-		t->cur_req = (__u64)req;
-	return 0;
-}
+/* ---- io_uring tracepoints ---- */
 
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(submit_req, struct io_kiocb *req)
@@ -387,145 +560,57 @@ int BPF_PROG(submit_req_raw, struct io_kiocb *req)
 	return on_submit_req(req);
 }
 
-static __always_inline int on_uring_complete(void *req)
+SEC("tp_btf/io_uring_queue_async_work")
+int BPF_PROG(queue_async_work, struct io_kiocb *req)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct done_slot *s;
-	struct task_ctx *t;
-	struct done *d;
-	__u64 now;
-	__u32 n;
+	return on_queue_async_work(req);
+}
 
-	if (!traced(tgid))
-		return 0;
-	s = done_find((__u64)req, tgid);
-	if (!s)
-		return 0;
-	d = &s->v;
-	now = bpf_ktime_get_ns();
-	record(PH_POSTED, now - d->complete_ts);
-	t = task_ctx(true);
-	if (t) {
-		n = t->nposted;
-		if (n < REAP_MAX) {
-			struct io_record *r = &t->pending[n];
-
-			r->tag = (__u64)req;
-			r->submit_ts = d->submit_ts;
-			r->queue_ts = d->queue_ts;
-			r->issue_ts = d->issue_ts;
-			r->complete_ts = d->complete_ts;
-			r->posted_ts = now;
-			r->tgid = tgid;
-			r->mode = MODE_URING;
-			t->nposted = n + 1;
-		} else {
-			count(C_REAP_OVERFLOW, 1);
-		}
-	}
-	slot_release(&s->key);
-	return 0;
+SEC("raw_tp/io_uring_queue_async_work")
+int BPF_PROG(queue_async_work_raw, struct io_kiocb *req)
+{
+	return on_queue_async_work(req);
 }
 
 SEC("tp_btf/io_uring_complete")
-int BPF_PROG(uring_complete, void *ctx_, void *req)
+int BPF_PROG(uring_complete, void *ctx_, struct io_kiocb *req)
 {
 	return on_uring_complete(req);
 }
 
 SEC("raw_tp/io_uring_complete")
-int BPF_PROG(uring_complete_raw, void *ctx_, void *req)
+int BPF_PROG(uring_complete_raw, void *ctx_, struct io_kiocb *req)
 {
 	return on_uring_complete(req);
 }
 
 /* ---- block layer ---- */
 
-/* The user iocb of an aio direct I/O, found from its bio: the bio's end_io says which dio struct
- * holds the kiocb, and the kiocb sits at offset 0 of the aio_kiocb. */
-static __always_inline __u64 aio_user_iocb(struct bio *bio)
+/* Bios are followed from any context (a kworker releasing throttled bios is not a traced
+ * process); only I/Os a traced route claimed are found. */
+static __always_inline int bio_queue(struct bio *bio)
 {
-	__u64 end_io = (__u64)BPF_CORE_READ(bio, bi_end_io);
-	struct kiocb *iocb = NULL;
-
-	if (!end_io)
-		return 0;
-	if (end_io == targ_iomap_end_io) {
-		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
-
-		iocb = BPF_CORE_READ(dio, iocb);
-	} else if (end_io == targ_blkdev_end_io_async) {
-		struct blkdev_dio *dio =
-		    (void *)((char *)bio - bpf_core_field_offset(struct blkdev_dio, bio));
-
-		iocb = BPF_CORE_READ(dio, iocb);
-	} else if (end_io == targ_blkdev_end_io) {
-		struct blkdev_dio *dio = BPF_CORE_READ(bio, bi_private);
-
-		iocb = BPF_CORE_READ(dio, iocb);
-	}
-	if (!iocb)
-		return 0;
-	return BPF_CORE_READ((struct aio_kiocb *)iocb, ki_res.obj);
-}
-
-static __always_inline int on_bio_queue(struct bio *bio)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct inflight_slot *s;
 	struct task_ctx *t;
-	bool existed;
-	__u64 tag;
+	bool in_sys;
 
-	if (!traced(tgid))
+	if (!enabled)
 		return 0;
 	t = task_ctx(false);
-	if (!t || !t->in_submit)
-		return 0;
-	tag = t->mode == MODE_URING ? t->cur_req : aio_user_iocb(bio);
-	if (!tag)
-		count(C_BIOS_UNTAGGED, 1);
-	s = inflight_claim((__u64)bio, 0, &existed);
-	if (!s) {
-		count(C_INFLIGHT_FULL, 1);
-		return 0;
-	}
-	/* The same bio address queued again: the earlier bio never reached block_rq_complete. */
-	if (existed)
-		count(C_EXPIRED_INFLIGHT, 1);
-	s->v.mode = t->mode;
-	s->v.write = BPF_CORE_READ(bio, bi_opf) & 1;
-	s->v.tgid = tgid;
-	s->v.submit_ts = t->enter_ts;
-	s->v.queue_ts = bpf_ktime_get_ns();
-	s->v.issue_ts = 0;
-	s->v.nvme_ts = 0;
-	s->v.nvme_done_ts = 0;
-	s->v.tag = tag;
+	in_sys = t && t->in_sys && tgid_traced(bpf_get_current_pid_tgid() >> 32);
+	on_bio_queue(bio, in_sys);
 	return 0;
 }
 
 SEC("tp_btf/block_bio_queue")
-int BPF_PROG(bio_queue, struct bio *bio)
+int BPF_PROG(bio_queue_btf, struct bio *bio)
 {
-	return on_bio_queue(bio);
+	return bio_queue(bio);
 }
 
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(bio_queue_raw, struct bio *bio)
 {
-	return on_bio_queue(bio);
-}
-
-/* Per-bio work, shared by the tp_btf and raw_tp entry points (which differ only in how they read
- * kernel pointers: plain BTF loads vs. CO-RE probe reads). */
-static __always_inline bool issue_one(__u64 key, __u64 now)
-{
-	struct inflight_slot *s = inflight_find(key, 0);
-
-	if (s)
-		s->v.issue_ts = now;
-	return s != NULL;
+	return bio_queue(bio);
 }
 
 static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
@@ -542,161 +627,47 @@ static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
 		*c += 1;
 }
 
-/* Completed bios of one I/O (split, or merged into one request) share its done slot; the I/O
- * completes with its last bio. A slot left by an earlier I/O on the same tag is reclaimed. */
-static __always_inline void mark_done(struct inflight *e, __u64 now)
+static __always_inline int rq_issue(struct request *rq)
 {
-	struct done_slot *s;
-	bool existed;
-
-	s = done_claim(e->tag, e->tgid, &existed);
-	if (!s) {
-		count(C_DONE_FULL, 1);
-		return;
-	}
-	if (existed && s->v.submit_ts == e->submit_ts) {
-		if (now > s->v.complete_ts)
-			s->v.complete_ts = now;
-		return;
-	}
-	if (existed)
-		count(C_EXPIRED_DONE, 1);
-	/* Once per I/O, however many bios it was split into. */
-	count(e->write ? C_WRITES : C_READS, 1);
-	s->tgid = e->tgid;
-	s->v.submit_ts = e->submit_ts;
-	s->v.queue_ts = e->queue_ts;
-	s->v.issue_ts = e->issue_ts;
-	s->v.complete_ts = now;
-}
-
-static __always_inline bool complete_one(__u64 key, __u64 now)
-{
-	struct inflight_slot *s = inflight_find(key, 0);
-	struct inflight *e;
-
-	if (!s)
-		return false;
-	e = &s->v;
-	record(PH_SUBMISSION, e->queue_ts - e->submit_ts);
-	if (e->issue_ts) {
-		record(PH_BLOCK, e->issue_ts - e->queue_ts);
-		record(PH_DEVICE, now - e->issue_ts);
-		if (e->nvme_ts && e->nvme_ts <= e->issue_ts)
-			record(PH_DRIVER, e->issue_ts - e->nvme_ts);
-		if (e->nvme_done_ts)
-			record(PH_NVME_END, now - e->nvme_done_ts);
-	}
-	if (e->tag)
-		mark_done(e, now);
-	slot_release(&s->key);
-	return true;
-}
-
-struct walk_ctx {
-	struct bio *bio;
-	__u64 now;
-	bool complete;
 	bool tracked;
-};
-
-/* Further bios of a merged request: rare, so the slower probe reads are fine here. */
-static long walk_bio(__u64 i, struct walk_ctx *c)
-{
-	struct bio *bio = c->bio;
-
-	if (!bio)
-		return 1;
-	c->bio = BPF_CORE_READ(bio, bi_next);
-	if (c->complete)
-		complete_one((__u64)bio, c->now);
-	else
-		c->tracked |= issue_one((__u64)bio, c->now);
-	return 0;
-}
-
-static __always_inline bool walk_rest(struct bio *next, __u64 now, bool complete)
-{
-	struct walk_ctx c = {.bio = next, .now = now, .complete = complete};
-
-	if (next)
-		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
-	return c.tracked;
-}
-
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(rq_issue, struct request *rq)
-{
-	struct bio *bio;
-	bool tracked;
-	__u64 now;
 
 	if (!enabled)
 		return 0;
-	now = bpf_ktime_get_ns();
-	bio = rq->bio;
-	if (!bio)
-		return 0;
-	tracked = issue_one((__u64)bio, now);
-	tracked |= walk_rest(bio->bi_next, now, false);
-	count_hw_queue(rq->mq_hctx->type, rq->mq_hctx->queue_num, tracked);
-	return 0;
-}
-
-SEC("raw_tp/block_rq_issue")
-int BPF_PROG(rq_issue_raw, struct request *rq)
-{
-	struct bio *bio;
-	bool tracked;
-	__u64 now;
-
-	if (!enabled)
-		return 0;
-	now = bpf_ktime_get_ns();
-	bio = BPF_CORE_READ(rq, bio);
-	if (!bio)
-		return 0;
-	tracked = issue_one((__u64)bio, now);
-	tracked |= walk_rest(BPF_CORE_READ(bio, bi_next), now, false);
+	tracked = walk_rq(rq, bpf_ktime_get_ns(), false);
 	count_hw_queue(BPF_CORE_READ(rq, mq_hctx, type), BPF_CORE_READ(rq, mq_hctx, queue_num),
 		       tracked);
 	return 0;
 }
 
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(rq_issue_btf, struct request *rq)
 {
-	struct bio *bio;
-	__u64 now;
+	return rq_issue(rq);
+}
 
-	if (!enabled)
-		return 0;
-	now = bpf_ktime_get_ns();
-	bio = rq->bio;
-	if (!bio)
-		return 0;
-	if (complete_one((__u64)bio, now))
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(rq_issue_raw, struct request *rq)
+{
+	return rq_issue(rq);
+}
+
+static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes)
+{
+	if (enabled && walk_rq(rq, bpf_ktime_get_ns(), true))
 		count(C_BYTES, nr_bytes);
-	walk_rest(bio->bi_next, now, true);
 	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(rq_complete_btf, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	return rq_complete(rq, nr_bytes);
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(rq_complete_raw, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	struct bio *bio;
-	__u64 now;
-
-	if (!enabled)
-		return 0;
-	now = bpf_ktime_get_ns();
-	bio = BPF_CORE_READ(rq, bio);
-	if (!bio)
-		return 0;
-	if (complete_one((__u64)bio, now))
-		count(C_BYTES, nr_bytes);
-	walk_rest(BPF_CORE_READ(bio, bi_next), now, true);
-	return 0;
+	return rq_complete(rq, nr_bytes);
 }
 
 /* ---- scheduler: context switches, and time the application was runnable but not running ---- */
@@ -798,13 +769,13 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 SEC("tp_btf/nvme_setup_cmd")
 int BPF_PROG(nvme_setup_cmd, struct request *rq)
 {
-	struct inflight_slot *s;
+	struct io_slot *s;
 
 	if (!enabled || !rq)
 		return 0;
-	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
+	s = io_of_bio(BPF_CORE_READ(rq, bio));
 	if (s) {
-		s->v.nvme_ts = bpf_ktime_get_ns();
+		s->nvme_ts = bpf_ktime_get_ns();
 		count(C_NVME_SETUP, 1);
 	}
 	return 0;
@@ -816,16 +787,16 @@ int BPF_PROG(nvme_setup_cmd, struct request *rq)
 SEC("tp_btf/nvme_complete_rq")
 int BPF_PROG(nvme_complete_rq, struct request *rq)
 {
-	struct inflight_slot *s;
+	struct io_slot *s;
 	__u64 now;
 
 	if (!enabled || !rq)
 		return 0;
-	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
-	if (s && s->v.issue_ts) {
+	s = io_of_bio(BPF_CORE_READ(rq, bio));
+	if (s && s->r.issue_ts) {
 		now = bpf_ktime_get_ns();
-		record(PH_NVME, now - s->v.issue_ts);
-		s->v.nvme_done_ts = now;
+		record(PH_NVME, now - s->r.issue_ts);
+		s->nvme_done_ts = now;
 	}
 	return 0;
 }
@@ -838,13 +809,13 @@ int BPF_PROG(nvme_complete_rq, struct request *rq)
  */
 static __always_inline void queue_rq_done(struct request *rq, __u8 ret)
 {
-	struct inflight_slot *s;
+	struct io_slot *s;
 
 	if (!rq || ret)
 		return;
-	s = inflight_find((__u64)BPF_CORE_READ(rq, bio), 0);
-	if (s && s->v.issue_ts)
-		record(PH_NVME_SUBMIT, bpf_ktime_get_ns() - s->v.issue_ts);
+	s = io_of_bio(BPF_CORE_READ(rq, bio));
+	if (s && s->r.issue_ts)
+		record(PH_NVME_SUBMIT, bpf_ktime_get_ns() - s->r.issue_ts);
 }
 
 SEC("fexit/nvme_queue_rq")

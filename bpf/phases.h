@@ -39,7 +39,11 @@ enum phase {
 	PH_NVME = 8,	    /* block_rq_issue -> nvme_complete_rq (in PH_DEVICE) */
 	PH_NVME_SUBMIT = 9, /* block_rq_issue -> nvme_queue_rq returns: doorbell (fexit/kprobe) */
 	PH_NVME_END = 10,   /* nvme_complete_rq -> block_rq_complete (in PH_DEVICE) */
-	NR_PHASES = 11,
+	/* Route sub-phases, each inside PH_SUBMISSION and recorded only for I/Os on that route. */
+	PH_PICKUP = 11,	   /* SQPOLL: the application queued the SQE -> the SQ thread submitted it */
+	PH_IOWQ = 12,	   /* io-wq: punted -> a worker queued the bio (queue wait + the worker's issue) */
+	PH_THROTTLED = 13, /* start -> bio queued by the kworker that blk-throttle released it from */
+	NR_PHASES = 14,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
@@ -70,15 +74,48 @@ enum counter {
 	C_RUNQ_WAIT_NS,	     /* ... and the time until they ran (CPU contention) */
 	C_READS,	     /* completed application I/Os that read ... */
 	C_WRITES,	     /* ... and that wrote (a traced command's mix) */
+	C_NO_BLOCK_IO,	     /* I/Os closed without a bio of their own (page cache, pipes, sockets) */
+	C_DISORDERED,	     /* closed I/Os whose timestamps were out of order: not in any histogram */
+	C_NO_REAP,	     /* I/Os whose reap no probe sees (SQPOLL: read from the CQ ring) */
 	NR_COUNTERS,
 };
 
-/* How the application submitted. */
+/* How the application submitted: io_record.mode's low 16 bits. */
 enum submit_mode {
 	MODE_NONE = 0,
 	MODE_URING = 1,
 	MODE_AIO = 2,
+	MODE_SYNC = 3, /* read/write/pread/preadv2 ... : the I/O happens inside the syscall */
 };
+
+/* The route an I/O took: io_record.mode's high 16 bits (flags, several may hold). */
+enum route_flag {
+	RF_SQPOLL = 1 << 16,	/* submitted by the SQ thread */
+	RF_IOWQ = 1 << 17,	/* punted to an io-wq worker (IOSQE_ASYNC, or the kernel's choice) */
+	RF_THROTTLED = 1 << 18, /* bio queued later by a kworker (blk-throttle) */
+	RF_SPLIT = 1 << 19,	/* issued as more than one request (split bios) */
+	RF_WRITE = 1 << 20,
+	RF_HIPRI = 1 << 21, /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
+	RF_NO_REAP = 1 << 22, /* closed when posted: the reap is not visible to any probe */
+};
+#define MODE_MASK 0xffff
+
+/* routes map keys: route kind * 2 + (write ? 1 : 0). */
+enum route_kind {
+	RK_URING = 0,	  /* io_uring from the submitting thread */
+	RK_SQPOLL = 1,	  /* io_uring SQ thread */
+	RK_IOWQ = 2,	  /* io_uring io-wq worker */
+	RK_AIO = 3,	  /* libaio */
+	RK_SYNC = 4,	  /* synchronous syscalls */
+	RK_THROTTLED = 5, /* also counted under its submit route */
+	RK_SPLIT = 6,	  /* likewise */
+	RK_HIPRI = 7,	  /* likewise */
+	NR_ROUTE_KINDS = 8,
+};
+#define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
+
+/* System calls per I/O: counted per number for the traced threads. */
+#define NR_SYSCALL_SLOTS 512
 
 struct hist {
 	__u64 slots[HIST_SLOTS];
@@ -86,58 +123,39 @@ struct hist {
 	__u64 max;
 };
 
-/* One tracked bio, from block_bio_queue to block_rq_complete. */
-struct inflight {
-	__u64 tag; /* io_kiocb (io_uring) or user iocb pointer (aio) */
-	__u64 submit_ts;
-	__u64 queue_ts;
-	__u64 issue_ts;
-	__u64 nvme_ts;
-	__u64 nvme_done_ts;
-	__u32 tgid;
-	__u16 mode;
-	__u16 write; /* the bio writes (REQ_OP_* is odd for data-out operations) */
-};
-
-/* A completed I/O waiting to be posted/reaped. */
-struct done {
-	__u64 submit_ts;
-	__u64 queue_ts;
-	__u64 issue_ts;
-	__u64 complete_ts;
-};
-
 /*
- * Slots of the open-addressed tables (slots.bpf.h): a key (0 = free) and its value, one cache
- * line each.
+ * Slots of the open-addressed tables (slots.bpf.h): a key (0 = free) and its value.
  */
 #define SLOT_BITS 16
 #define NR_SLOTS (1 << SLOT_BITS)
 
-struct inflight_slot {
-	__u64 key; /* bio */
-	struct inflight v;
-};
-
-struct done_slot {
-	__u64 key; /* tag */
-	__u32 tgid;
-	__u32 pad;
-	struct done v;
-	__u64 pad2[2];
-};
-
 /* One I/O, end to end (`iopath trace --events`): emitted when it is reaped. */
 struct io_record {
-	__u64 tag;
-	__u64 submit_ts;
-	__u64 queue_ts;
-	__u64 issue_ts;
-	__u64 complete_ts;
-	__u64 posted_ts; /* 0 for aio: it posts inside the device completion */
+	__u64 tag;	 /* io_kiocb (io_uring), user iocb (aio), task (sync) */
+	__u64 submit_ts; /* the route's start: syscall entry, or the application's SQE stamp */
+	__u64 queue_ts;	 /* first bio queued */
+	__u64 issue_ts;	 /* first request issued */
+	__u64 complete_ts; /* last request completed */
+	__u64 posted_ts;   /* 0 where nothing posts apart from the device completion (aio, sync) */
 	__u64 reap_ts;
 	__u32 tgid;
-	__u32 mode;
+	__u32 mode; /* enum submit_mode | enum route_flag */
+};
+_Static_assert(sizeof(struct io_record) == 64, "io_record is the 64-byte events/1 record");
+
+/*
+ * One application I/O from its route's claim to its reap, keyed by the I/O itself so any context
+ * can find it: the io_kiocb (io_uring), the user iocb with its kioctx (aio), the task (sync).
+ */
+struct io_slot {
+	__u64 key;
+	__u32 disc;	  /* aio: the kioctx's low 32 bits (forked processes share iocb addresses) */
+	__u32 nrq;	  /* requests issued for it */
+	__u64 pickup_ts;  /* io_uring_submit_req */
+	__u64 punt_ts;	  /* io_uring_queue_async_work */
+	__u64 nvme_ts;	  /* nvme_setup_cmd of its (last) request */
+	__u64 nvme_done_ts; /* nvme_complete_rq of its (last) request */
+	struct io_record r;
 };
 
 #endif /* IOPATH_PHASES_H */

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Counter, Phase, RawTrace};
+use crate::model::{Counter, Phase, RawTrace, RouteKind};
 
 /// One phase, as the report prints it (nanoseconds).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -47,6 +47,48 @@ pub struct Phases {
     /// NVMe only: nvme_complete_rq -> block_rq_complete (end-of-request work; part of `device`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvme_end: Option<PhaseStats>,
+    /// SQPOLL only: the application queued the SQE -> the SQ thread submitted it (part of
+    /// `submission`; measured where the application stamps its SQEs: the bundled generator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqpoll_pickup: Option<PhaseStats>,
+    /// io-wq only: punted -> the worker queued the bio (queue wait and the worker's own issue;
+    /// part of `submission`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowq: Option<PhaseStats>,
+    /// Throttled I/Os only: start -> the kworker blk-throttle released the bio from queued it
+    /// (part of `submission`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<PhaseStats>,
+}
+
+/// I/Os that took one route (or had one property: throttled, split, hipri).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// Stable key: "uring", "sqpoll", "iowq", "aio", "sync", "throttled", "split", "hipri".
+    pub key: String,
+    pub name: String,
+    pub reads: u64,
+    pub writes: u64,
+    /// Share of the I/Os followed end to end.
+    pub share: f64,
+}
+
+/// One system call of the traced threads and how often it ran per I/O.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Syscall {
+    pub name: String,
+    pub count: u64,
+    pub per_io: f64,
+}
+
+/// Whether the phase table adds up to what the application measured, and if not, why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reconciliation {
+    pub reconciled: bool,
+    /// Sum of the phase means over the application's own mean latency.
+    pub phase_sum_ratio: f64,
+    /// What was not followed, or does not add up, in words (empty when reconciled).
+    pub reasons: Vec<String>,
 }
 
 /// Everything that could make a number wrong, and by how much.
@@ -105,6 +147,29 @@ pub struct TraceSummary {
     /// `--events`: records received (one per reaped I/O), when on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<u64>,
+    /// The routes the followed I/Os took: submit routes first (they add up to all followed
+    /// I/Os), then properties.
+    #[serde(default)]
+    pub routes: Vec<Route>,
+    /// The traced threads' system calls, most frequent first.
+    #[serde(default)]
+    pub syscalls: Vec<Syscall>,
+    /// Reads and writes of files that moved no block I/O of their own (page-cache hits, writes into
+    /// the cache).
+    #[serde(default)]
+    pub no_block_io: u64,
+    /// Followed I/Os whose end is their posting: the application reaped them with no syscall
+    /// (SQPOLL reads the CQ ring), so their wait for the reap is in no phase.
+    #[serde(default)]
+    pub reap_not_seen: u64,
+    /// The I/Os the application did (the generator's count, or for a traced command the
+    /// followed ones, unmatched reaps and those that moved no block I/O): what `correlated_fraction`
+    /// is a share of.
+    #[serde(default)]
+    pub app_ios: u64,
+    /// Set by `reconcile` once the application's own latency is known.
+    #[serde(default)]
+    pub reconciliation: Reconciliation,
 }
 
 /// One blk-mq hardware queue and the traced requests issued on it.
@@ -169,11 +234,15 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         nvme_device: opt(Phase::Nvme),
         nvme_submit: opt(Phase::NvmeSubmit),
         nvme_end: opt(Phase::NvmeEnd),
+        sqpoll_pickup: opt(Phase::Pickup),
+        iowq: opt(Phase::Iowq),
+        throttled: opt(Phase::Throttled),
     };
     let phase_sum_mean_ns =
         phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
-    // Every reaped I/O lands once in the reap histogram.
-    let reaped = raw.phase(Phase::Reap).count;
+    // Every I/O followed end to end lands once in the total histogram (the reap histogram misses
+    // those whose reap no probe sees).
+    let followed = raw.phase(Phase::Total).count;
     let mut lost = Lost {
         untagged_bios: raw.counter(Counter::BiosUntagged),
         // Left over at the end, or reclaimed during the run when the address came back.
@@ -193,10 +262,18 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         + lost.reaped_unmatched
         + lost.dropped
         + lost.recursion_misses
-        + lost.ring_drops;
+        + lost.ring_drops
+        + raw.counter(Counter::Disordered);
+    let per_io = |n: u64| if ios == 0 { 0.0 } else { n as f64 / ios as f64 };
+    let mut syscalls: Vec<Syscall> = raw
+        .syscalls
+        .iter()
+        .map(|&(nr, count)| Syscall { name: crate::syscall_names::name(nr), count, per_io: per_io(count) })
+        .collect();
+    syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
     TraceSummary {
         phases,
-        correlated_fraction: if ios == 0 { 0.0 } else { (reaped.min(ios)) as f64 / ios as f64 },
+        correlated_fraction: if ios == 0 { 0.0 } else { (followed.min(ios)) as f64 / ios as f64 },
         phase_sum_mean_ns,
         lost_events: lost,
         irq: per(raw.counter(Counter::Irq)),
@@ -213,7 +290,99 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
         events: raw.events_received,
+        routes: routes(raw, followed),
+        syscalls,
+        no_block_io: raw.counter(Counter::NoBlockIo),
+        reap_not_seen: raw.counter(Counter::NoReap),
+        app_ios: ios,
+        reconciliation: Reconciliation::default(),
     }
+}
+
+fn routes(raw: &RawTrace, followed: u64) -> Vec<Route> {
+    RouteKind::ALL
+        .iter()
+        .filter_map(|&k| {
+            let (reads, writes) = raw.route(k);
+            (reads + writes > 0).then(|| Route {
+                key: route_key(k).into(),
+                name: k.name().into(),
+                reads,
+                writes,
+                share: (reads + writes) as f64 / followed.max(1) as f64,
+            })
+        })
+        .collect()
+}
+
+fn route_key(k: RouteKind) -> &'static str {
+    match k {
+        RouteKind::Uring => "uring",
+        RouteKind::Sqpoll => "sqpoll",
+        RouteKind::Iowq => "iowq",
+        RouteKind::Aio => "aio",
+        RouteKind::Sync => "sync",
+        RouteKind::Throttled => "throttled",
+        RouteKind::Split => "split",
+        RouteKind::Hipri => "hipri",
+    }
+}
+
+/// How far the phase sum may miss the application's mean latency and still reconcile.
+pub const RECONCILE_TOLERANCE: f64 = 0.05;
+/// The share of the application's I/Os that must be followed end to end.
+pub const MIN_CORRELATED: f64 = 0.99;
+
+/// Checks the phase table against the application's own view: `t.app_ios` I/Os with mean
+/// latency `app_mean_ns` (the generator's, or syscall entry -> return for a traced command). Pure.
+pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
+    let app_ios = t.app_ios;
+    let mut reasons = Vec::new();
+    let ratio = if app_mean_ns == 0 { 0.0 } else { t.phase_sum_mean_ns as f64 / app_mean_ns as f64 };
+    if app_ios == 0 {
+        reasons.push("no application I/O completed: there is nothing to split".to_owned());
+    } else if t.correlated_fraction < MIN_CORRELATED {
+        let mut why = format!(
+            "only {:.1}% of the application's {} I/Os were followed end to end",
+            t.correlated_fraction * 100.0,
+            app_ios
+        );
+        if t.no_block_io > 0 {
+            why.push_str(&format!(
+                "; {} moved no block I/O of their own (page-cache hits, or writes into the cache): \
+                 their time is not in these phases",
+                t.no_block_io
+            ));
+        }
+        let l = &t.lost_events;
+        if l.untagged_bios > 0 {
+            why.push_str(&format!(
+                "; {} bios the traced threads queued belong to no I/O iopath follows (readahead, writeback, metadata)",
+                l.untagged_bios
+            ));
+        }
+        let other = l.total - l.untagged_bios;
+        if other > 0 {
+            why.push_str(&format!("; {other} lost or uncertain events"));
+        }
+        reasons.push(why);
+    }
+    if app_ios > 0 && (ratio - 1.0).abs() > RECONCILE_TOLERANCE {
+        let mut why = format!(
+            "the phase means add up to {:.1}% of the application's mean latency, more than {:.0}% off",
+            ratio * 100.0,
+            RECONCILE_TOLERANCE * 100.0
+        );
+        if t.reap_not_seen > 0 {
+            why.push_str(&format!(
+                "; {} I/Os were reaped with no syscall (SQPOLL: the application reads the CQ ring), so their \
+                 wait for the reap is in no phase",
+                t.reap_not_seen
+            ));
+        }
+        reasons.push(why);
+    }
+    Reconciliation { reconciled: reasons.is_empty(), phase_sum_ratio: ratio, reasons }
 }
 
 #[cfg(test)]

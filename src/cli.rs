@@ -240,6 +240,12 @@ pub struct JobCommon {
     /// io_uring: register the I/O buffers once (READ_FIXED/WRITE_FIXED).
     #[arg(long)]
     pub fixed_bufs: bool,
+    /// io_uring: issue every I/O from an io-wq worker (IOSQE_ASYNC; fio's force_async).
+    #[arg(long)]
+    pub force_async: bool,
+    /// psync: preadv2/pwritev2 with RWF_HIPRI, polled sync I/O (fio's pvsync2 hipri).
+    #[arg(long)]
+    pub hipri: bool,
     /// Most I/Os per submit call (fio iodepth_batch_submit, default 1: submit each at once); 0 = all free slots.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub batch_submit: u32,
@@ -291,6 +297,8 @@ impl JobCommon {
             sqpoll: self.sqpoll,
             iopoll: self.iopoll,
             fixed_bufs: self.fixed_bufs,
+            force_async: self.force_async,
+            hipri: self.hipri,
             batch_submit: self.batch_submit,
             batch_complete: self.batch_complete,
             verify: self.verify,

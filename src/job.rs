@@ -117,6 +117,12 @@ pub struct Job {
     pub sqpoll: bool,
     pub iopoll: bool,
     pub fixed_bufs: bool,
+    /// io_uring: every SQE with IOSQE_ASYNC, so io-wq workers issue it (fio's force_async).
+    #[serde(default)]
+    pub force_async: bool,
+    /// psync: preadv2/pwritev2 with RWF_HIPRI (fio's pvsync2 hipri): polled sync I/O.
+    #[serde(default)]
+    pub hipri: bool,
     /// Most I/Os handed to the kernel per submit call (fio's iodepth_batch_submit, default 1); 0 = all free slots.
     pub batch_submit: u32,
     /// Fewest completions to wait for per reap call (fio's iodepth_batch_complete_min).
@@ -175,6 +181,15 @@ impl Job {
         }
         if self.engine != EngineKind::Uring && (self.sqpoll || self.iopoll || self.fixed_bufs) {
             bail!("--sqpoll, --iopoll and --fixed-bufs are io_uring options: use --engine uring");
+        }
+        if self.force_async && self.engine != EngineKind::Uring {
+            bail!("--force-async is an io_uring option (IOSQE_ASYNC): use --engine uring");
+        }
+        if self.hipri && self.engine != EngineKind::Psync {
+            bail!("--hipri is a psync option (preadv2 with RWF_HIPRI); for polled io_uring use --iopoll");
+        }
+        if self.hipri && !self.direct {
+            bail!("--hipri needs O_DIRECT: polled completions exist only for direct I/O");
         }
         if self.iopoll && !self.direct {
             bail!("--iopoll needs O_DIRECT: polled completions exist only for direct I/O");

@@ -13,5 +13,6 @@ pub mod model;
 pub mod probe;
 pub mod report;
 pub mod sweep;
+pub mod syscall_names;
 pub mod sysconf;
 pub mod trace;

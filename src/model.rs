@@ -8,8 +8,11 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 11;
-pub const NR_COUNTERS: usize = 26;
+pub const NR_PHASES: usize = 14;
+pub const NR_COUNTERS: usize = 29;
+/// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
+pub const NR_ROUTE_KINDS: usize = 8;
+pub const NR_SYSCALL_SLOTS: usize = 512;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,54 @@ pub enum Phase {
     Nvme = 8,
     NvmeSubmit = 9,
     NvmeEnd = 10,
+    Pickup = 11,
+    Iowq = 12,
+    Throttled = 13,
+}
+
+/// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteKind {
+    Uring = 0,
+    Sqpoll = 1,
+    Iowq = 2,
+    Aio = 3,
+    Sync = 4,
+    Throttled = 5,
+    Split = 6,
+    Hipri = 7,
+}
+
+impl RouteKind {
+    pub const ALL: [RouteKind; NR_ROUTE_KINDS] = [
+        RouteKind::Uring,
+        RouteKind::Sqpoll,
+        RouteKind::Iowq,
+        RouteKind::Aio,
+        RouteKind::Sync,
+        RouteKind::Throttled,
+        RouteKind::Split,
+        RouteKind::Hipri,
+    ];
+
+    /// The report's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteKind::Uring => "io_uring (submitting thread)",
+            RouteKind::Sqpoll => "io_uring SQPOLL (SQ thread)",
+            RouteKind::Iowq => "io_uring io-wq (worker)",
+            RouteKind::Aio => "libaio",
+            RouteKind::Sync => "sync syscall",
+            RouteKind::Throttled => "throttled (blk-throttle)",
+            RouteKind::Split => "split (several requests)",
+            RouteKind::Hipri => "RWF_HIPRI (polled sync)",
+        }
+    }
+
+    /// Submit routes partition the I/Os; the others are properties some of them have.
+    pub fn is_submit_route(self) -> bool {
+        (self as usize) < RouteKind::Throttled as usize
+    }
 }
 
 /// `HW_QUEUE_*` of bpf/phases.h: hw_queues keys are `type * HW_QUEUE_IDS + queue_num`.
@@ -60,6 +111,9 @@ pub enum Counter {
     RunqWaitNs,
     Reads,
     Writes,
+    NoBlockIo,
+    Disordered,
+    NoReap,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -177,6 +231,12 @@ pub struct RawTrace {
     /// First traced submission to last traced reap, in ns (0 when nothing was reaped).
     #[serde(default)]
     pub active_ns: u64,
+    /// Closed I/Os per route kind and direction: index `RouteKind * 2 + write`.
+    #[serde(default)]
+    pub routes: Vec<u64>,
+    /// The traced threads' system calls: (x86_64 number, count), non-zero only.
+    #[serde(default)]
+    pub syscalls: Vec<(u32, u64)>,
     /// `--flamegraph` / `--offcpu`: the stacks as the kernel counted them (None when off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<RawStacks>,
@@ -220,6 +280,11 @@ pub struct RawStacks {
 impl RawTrace {
     pub fn counter(&self, c: Counter) -> u64 {
         self.counters.get(c as usize).copied().unwrap_or(0)
+    }
+    /// (reads, writes) closed on a route kind.
+    pub fn route(&self, k: RouteKind) -> (u64, u64) {
+        let at = |i: usize| self.routes.get(i).copied().unwrap_or(0);
+        (at(k as usize * 2), at(k as usize * 2 + 1))
     }
     pub fn phase(&self, p: Phase) -> BpfHist {
         self.phases.get(p as usize).cloned().unwrap_or_default()

@@ -53,6 +53,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
+        uring_stamp: job.engine == crate::job::EngineKind::Uring,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -154,6 +155,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
+        uring_stamp: false,
     };
     let cpu_before = match &what {
         External::Pid(_) => proc_cpu(pid).unwrap_or((0, 0)),
@@ -236,10 +238,16 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     };
     let ios = raw.phase(crate::model::Phase::Total).count;
     if ios == 0 {
-        warnings.push("no io_uring or libaio I/O that reached a block device was seen: synchronous read/write and page-cache hits are not traced".into());
+        let cached = raw.counter(crate::model::Counter::NoBlockIo);
+        warnings.push(if cached > 0 {
+            format!("no I/O of this process reached a block device: its {cached} reads and writes of files were served by the page cache (buffered I/O)")
+        } else {
+            "no read or write of a file or block device was seen (io_uring, libaio or read/write/pread/preadv2 and their write twins)".into()
+        });
     }
-    // Every reaped event counts as an application I/O, matched or not.
-    let seen = ios + raw.counter(crate::model::Counter::ReapUnmatched);
+    // Every reaped event counts as an application I/O, matched or not, and so does every read or
+    // write of a file that moved no block I/O of its own (served by the page cache).
+    let seen = ios + raw.counter(crate::model::Counter::ReapUnmatched) + raw.counter(crate::model::Counter::NoBlockIo);
     let summary = aggregate::summarize(&raw, seen);
     // IOPS over the I/O's own span: a command's start-up and exit are not its I/O rate.
     let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };

@@ -76,7 +76,7 @@ impl Aio {
 
 impl Engine for Aio {
     #[inline]
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64, _t: u64) -> io::Result<()> {
         let cb = &mut self.iocbs[slot as usize];
         *cb = Iocb {
             aio_data: slot as u64,

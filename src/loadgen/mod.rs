@@ -56,7 +56,9 @@ pub trait Engine {
     /// True when `submit` performs the I/O itself (no separate completion).
     const SYNC: bool = false;
     /// Prepares one I/O on `slot`'s buffer; it reaches the kernel at the next `submit`.
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()>;
+    /// Queues one I/O into `slot`; `t` is when the generator started it (its latency's start,
+    /// CLOCK_MONOTONIC ns), which io_uring carries in the SQE's user_data for the tracer.
+    fn queue(&mut self, slot: u32, op: Op, offset: u64, t: u64) -> io::Result<()>;
     /// Hands every queued I/O to the kernel.
     fn submit(&mut self) -> io::Result<()>;
     /// Waits for at least `min` completions and appends all available ones to `out`.
@@ -219,7 +221,7 @@ pub fn run_prepared(job: &Job, target: Prepared) -> Result<Outcome> {
     match job.engine {
         EngineKind::Uring => run_with(job, target, |file, bufs| uring::Uring::new(job, file, bufs)),
         EngineKind::Aio => run_with(job, target, |file, bufs| aio::Aio::new(job.qd, file, bufs)),
-        EngineKind::Psync => run_with(job, target, |file, bufs| Ok(psync::Psync::new(file, bufs))),
+        EngineKind::Psync => run_with(job, target, |file, bufs| Ok(psync::Psync::new(file, bufs, job.hipri))),
     }
 }
 
@@ -426,7 +428,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
             if p.verify && op == Op::Write {
                 pattern::fill(e.buffers().slot(slot), p.seed, off);
             }
-            e.queue(slot, op, off).map_err(|err| anyhow!("queueing I/O failed: {err}"))?;
+            e.queue(slot, op, off, now).map_err(|err| anyhow!("queueing I/O failed: {err}"))?;
             what[slot as usize] = (op, off);
             t_start[slot as usize] = now;
             batch_slots.push(slot);

@@ -19,7 +19,20 @@ pub struct Uring {
     fd: types::Fd,
     bufs: Buffers,
     fixed: bool,
+    force_async: bool,
     queued: u32,
+}
+
+/// user_data: the slot in the low 16 bits, and above it the low 48 bits of the time the
+/// generator started the I/O, so a tracer can time the SQ thread's pickup (bpf/phases.bpf.c).
+const SLOT_BITS: u32 = 16;
+
+fn user_data(slot: u32, t: u64) -> u64 {
+    (t << SLOT_BITS) | u64::from(slot as u16)
+}
+
+fn slot_of(user_data: u64) -> u32 {
+    u32::from(user_data as u16)
 }
 
 impl Uring {
@@ -60,7 +73,7 @@ impl Uring {
                 .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
         }
         let fd = types::Fd(file.as_raw_fd());
-        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, queued: 0 })
+        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, force_async: job.force_async, queued: 0 })
     }
 }
 
@@ -78,7 +91,7 @@ fn setup_error(job: &Job, entries: u32, e: io::Error) -> anyhow::Error {
 
 impl Engine for Uring {
     #[inline]
-    fn queue(&mut self, slot: u32, op: Op, offset: u64) -> io::Result<()> {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64, t: u64) -> io::Result<()> {
         let (ptr, len) = (self.bufs.addr(slot), self.bufs.bs() as u32);
         let sqe = match (op, self.fixed) {
             (Op::Read, false) => opcode::Read::new(self.fd, ptr, len).offset(offset).build(),
@@ -93,7 +106,8 @@ impl Engine for Uring {
             self.ring.submitter().squeue_wait()?;
         }
         // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped.
-        unsafe { self.ring.submission().push(&sqe.user_data(slot as u64)) }
+        let flags = if self.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() };
+        unsafe { self.ring.submission().push(&sqe.user_data(user_data(slot, t)).flags(flags)) }
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         self.queued += 1;
         Ok(())
@@ -125,7 +139,7 @@ impl Engine for Uring {
             {
                 let cq = self.ring.completion();
                 if cq.len() as u32 >= min.max(1) || (min == 0 && !cq.is_empty()) {
-                    out.extend(cq.map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
+                    out.extend(cq.map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
                     return Ok(());
                 }
             }
@@ -136,14 +150,14 @@ impl Engine for Uring {
             }
             let cq = self.ring.completion();
             if !cq.is_empty() {
-                out.extend(cq.map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
+                out.extend(cq.map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
                 return Ok(());
             }
         }
     }
 
     fn peek(&mut self, out: &mut Vec<Completion>) {
-        out.extend(self.ring.completion().map(|c| Completion { slot: c.user_data() as u32, res: c.result() as i64 }));
+        out.extend(self.ring.completion().map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
     }
 
     fn buffers(&mut self) -> &mut Buffers {

@@ -33,3 +33,8 @@ const _: () = assert!(
     std::mem::size_of::<phases_skel::types::hist>() == (crate::model::HIST_SLOTS + 2) * 8,
     "struct hist in bpf/phases.h and model::HIST_SLOTS disagree"
 );
+
+const _: () = assert!(
+    std::mem::size_of::<phases_skel::types::io_record>() == crate::events::RECORD_SIZE,
+    "struct io_record in bpf/phases.h and events::RECORD_SIZE disagree"
+);

@@ -38,7 +38,21 @@ pub struct TraceOpts {
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: no sampling).
     pub stacks: Option<super::sampler::StackOpts>,
+    /// The traced process is the bundled generator, which stamps each SQE's user_data with the
+    /// time it queued it: SQPOLL's pickup is then measured.
+    pub uring_stamp: bool,
 }
+
+/// Kernel functions whose addresses tell who owns a bio (bpf/block_core.bpf.h): direct-I/O
+/// end_io handlers, the bio chain of split bios, and aio's completion.
+const OWNER_SYMBOLS: &[&str] = &[
+    "iomap_dio_bio_end_io",
+    "blkdev_bio_end_io",
+    "blkdev_bio_end_io_async",
+    "submit_bio_wait_endio",
+    "bio_chain_endio",
+    "aio_complete_rw",
+];
 
 /// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
 /// fastest rate, against a 20 ms drain.
@@ -80,6 +94,7 @@ struct PhasesPlan {
     uring_req: bool,
     uring_sqe: bool,
     uring_complete: bool,
+    uring_async: bool,
     sys_enter: bool,
     sys_exit: bool,
     nvme_tp: bool,
@@ -99,9 +114,13 @@ fn configure_phases(
         ro.targ_tgid = opts.tgid;
         ro.targ_events = opts.events;
         ro.targ_tree = !opts.tree.is_empty();
+        ro.targ_uring_stamp = opts.uring_stamp;
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
         ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
+        ro.targ_bio_wait_end_io = ksyms["submit_bio_wait_endio"];
+        ro.targ_chain_end_io = ksyms["bio_chain_endio"];
+        ro.targ_aio_complete = ksyms["aio_complete_rw"];
     }
     let p = &mut p_open.progs;
     p.submit_req.set_autoload(btf && plan.uring_req);
@@ -109,11 +128,13 @@ fn configure_phases(
     p.submit_sqe.set_autoload(plan.uring_sqe);
     p.uring_complete.set_autoload(btf && plan.uring_complete);
     p.uring_complete_raw.set_autoload(!btf && plan.uring_complete);
-    p.bio_queue.set_autoload(btf);
+    p.queue_async_work.set_autoload(btf && plan.uring_async);
+    p.queue_async_work_raw.set_autoload(!btf && plan.uring_async);
+    p.bio_queue_btf.set_autoload(btf);
     p.bio_queue_raw.set_autoload(!btf);
-    p.rq_issue.set_autoload(btf);
+    p.rq_issue_btf.set_autoload(btf);
     p.rq_issue_raw.set_autoload(!btf);
-    p.rq_complete.set_autoload(btf);
+    p.rq_complete_btf.set_autoload(btf);
     p.rq_complete_raw.set_autoload(!btf);
     p.nvme_setup_cmd.set_autoload(plan.nvme_tp);
     p.nvme_complete_rq.set_autoload(plan.nvme_complete);
@@ -144,11 +165,12 @@ fn failing_prog(log_line: &str) -> Option<String> {
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
     let has = |g: &str, n: &str| tfs.has_event(g, n);
-    let ksyms = super::kallsyms::lookup(&["iomap_dio_bio_end_io", "blkdev_bio_end_io", "blkdev_bio_end_io_async"]);
+    let ksyms = super::kallsyms::lookup(OWNER_SYMBOLS);
     let btf = !opts.force_raw_tp;
     let uring_req = has("io_uring", "io_uring_submit_req");
     let uring_sqe = !uring_req && has("io_uring", "io_uring_submit_sqe");
     let uring_complete = has("io_uring", "io_uring_complete");
+    let uring_async = has("io_uring", "io_uring_queue_async_work");
     let nvme = has("nvme", "nvme_setup_cmd");
     let sys_enter = has("raw_syscalls", "sys_enter");
     let sys_exit = has("raw_syscalls", "sys_exit");
@@ -161,6 +183,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         uring_req,
         uring_sqe,
         uring_complete,
+        uring_async,
         sys_enter,
         sys_exit,
         nvme_tp: nvme,
@@ -294,21 +317,27 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         },
         Hook {
+            name: "io_uring:io_uring_queue_async_work",
+            required: false,
+            prog: uring_async.then_some(if btf { &pp.queue_async_work } else { &pp.queue_async_work_raw }),
+            tracepoint: None,
+        },
+        Hook {
             name: "block:block_bio_queue",
             required: true,
-            prog: Some(if btf { &pp.bio_queue } else { &pp.bio_queue_raw }),
+            prog: Some(if btf { &pp.bio_queue_btf } else { &pp.bio_queue_raw }),
             tracepoint: None,
         },
         Hook {
             name: "block:block_rq_issue",
             required: true,
-            prog: Some(if btf { &pp.rq_issue } else { &pp.rq_issue_raw }),
+            prog: Some(if btf { &pp.rq_issue_btf } else { &pp.rq_issue_raw }),
             tracepoint: None,
         },
         Hook {
             name: "block:block_rq_complete",
             required: true,
-            prog: Some(if btf { &pp.rq_complete } else { &pp.rq_complete_raw }),
+            prog: Some(if btf { &pp.rq_complete_btf } else { &pp.rq_complete_raw }),
             tracepoint: None,
         },
         Hook {
@@ -675,9 +704,22 @@ fn read_raw(
             raw.hw_queues.push((q, v));
         }
     }
-    // Whatever is still in flight after the workload drained never completed as far as BPF saw.
-    raw.stuck_inflight = occupied_slots(&phases.maps.inflight)?;
-    raw.stuck_done = occupied_slots(&phases.maps.done)?;
+    // I/Os claimed and never closed: still in flight when the workload ended, or their end was
+    // not seen.
+    raw.stuck_inflight = 0;
+    raw.stuck_done = occupied_slots(&phases.maps.ios)?;
+    raw.routes = (0..crate::model::NR_ROUTE_KINDS as u32 * 2)
+        .map(|k| -> Result<u64> {
+            Ok(sum_percpu_u64(&phases.maps.routes.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default()))
+        })
+        .collect::<Result<_>>()?;
+    for nr in 0..crate::model::NR_SYSCALL_SLOTS as u32 {
+        let v =
+            sum_percpu_u64(&phases.maps.syscalls.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default());
+        if v > 0 {
+            raw.syscalls.push((nr, v));
+        }
+    }
     Ok(raw)
 }
 

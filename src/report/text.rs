@@ -133,7 +133,13 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
 fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<()> {
     let p = &t.phases;
     let sum = t.phase_sum_mean_ns.max(1) as f64;
-    writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
+    let rec = &t.reconciliation;
+    if rec.reconciled {
+        writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
+    } else {
+        writeln!(w, "\n  phases (us), NOT RECONCILED: these cover only what was followed (see below)")?;
+        writeln!(w, "                       mean      p50      p90      p99    p99.9      max   share")?;
+    }
     let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| {
         let pct = if share { format!("{:>6.1}%", s.mean_ns as f64 / sum * 100.0) } else { String::new() };
         writeln!(
@@ -147,53 +153,110 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(s.max_ns)
         )
     };
-    row(w, "submission", &p.submission, true)?;
-    row(w, "block layer", &p.block, true)?;
-    if let Some(d) = &p.nvme_driver {
-        row(w, "  nvme driver", d, false)?;
+    if p.total.count == 0 {
+        writeln!(w, "    no I/O was followed end to end: no phase to show")?;
     }
-    row(w, "device", &p.device, true)?;
-    if let Some(n) = &p.nvme_device {
-        row(w, "  nvme device", n, false)?;
-        if let Some(s) = &p.nvme_submit {
-            row(w, "    to doorbell", s, false)?;
-        } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
+    let rows = p.total.count > 0;
+    if rows {
+        row(w, "submission", &p.submission, true)?;
+        for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
+        {
+            if let Some(s) = s {
+                row(w, name, s, false)?;
+            }
+        }
+        row(w, "block layer", &p.block, true)?;
+        if let Some(d) = &p.nvme_driver {
+            row(w, "  nvme driver", d, false)?;
+        }
+        row(w, "device", &p.device, true)?;
+        if let Some(n) = &p.nvme_device {
+            row(w, "  nvme device", n, false)?;
+            if let Some(s) = &p.nvme_submit {
+                row(w, "    to doorbell", s, false)?;
+            } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
+                writeln!(
+                    w,
+                    "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",
+                    "  to doorbell"
+                )?;
+            }
+            if let Some(e) = &p.nvme_end {
+                row(w, "  nvme end", e, false)?;
+            }
             writeln!(
                 w,
-                "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",
-                "  to doorbell"
+                "    (nvme driver = nvme_setup_cmd -> issue: command + DMA map, inside the block layer phase;"
             )?;
+            writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
         }
-        if let Some(e) = &p.nvme_end {
-            row(w, "  nvme end", e, false)?;
+        row(w, "completion", &p.completion, true)?;
+        match &p.completion_posted {
+            Some(posted) => row(w, "  posted", posted, false)?,
+            None => {
+                writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (posted inside the device completion: aio, sync I/O)")?
+            }
         }
-        writeln!(w, "    (nvme driver = nvme_setup_cmd -> issue: command + DMA map, inside the block layer phase;")?;
-        writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
+        if p.completion_reap.count > 0 {
+            row(w, "  waiting (reap)", &p.completion_reap, false)?;
+        }
     }
-    row(w, "completion", &p.completion, true)?;
-    match &p.completion_posted {
-        Some(posted) => row(w, "  posted", posted, false)?,
-        None => writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (aio posts inside the device completion)")?,
-    }
-    row(w, "  waiting (reap)", &p.completion_reap, false)?;
-    let gen = r.lat_ns.mean.max(1) as f64;
-    writeln!(
-        w,
-        "    {:<16}{:>9}   = {:.1}% of the {} mean latency ({} us)",
-        "sum of means",
-        us(t.phase_sum_mean_ns),
-        t.phase_sum_mean_ns as f64 / gen * 100.0,
-        if r.job.is_some() { "generator's own" } else { "traced syscalls'" },
-        us(r.lat_ns.mean)
-    )?;
-    if let Some(out) = r.outside_phases_ns {
+    if t.reap_not_seen > 0 {
         writeln!(
             w,
-            "    {:<16}{:>9}   in the application and syscall entry/exit, of which preempted (runnable, not running) {}",
-            "outside phases",
-            if out >= 0 { us(out as u64) } else { format!("-{}", us(out.unsigned_abs())) },
-            us(t.preempted_ns.per_io.round() as u64)
+            "    {:<16}{:>9}",
+            "  waiting (reap)",
+            format!("not seen for {} I/Os: reaped from the CQ ring without a syscall (SQPOLL)", t.reap_not_seen)
         )?;
+    }
+    let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
+    if rec.reconciled {
+        writeln!(
+            w,
+            "    {:<16}{:>9}   = {:.1}% of {whose} mean latency ({} us)",
+            "sum of means",
+            us(t.phase_sum_mean_ns),
+            rec.phase_sum_ratio * 100.0,
+            us(r.lat_ns.mean)
+        )?;
+        if let Some(out) = r.outside_phases_ns {
+            let place = if t.reap_not_seen > 0 {
+                "in the application (queueing, reading the CQ ring) and syscall entry/exit"
+            } else {
+                "in the application and syscall entry/exit"
+            };
+            if out >= 0 {
+                writeln!(
+                    w,
+                    "    {:<16}{:>9}   {place}, of which preempted (runnable, not running) {}",
+                    "outside phases",
+                    us(out as u64),
+                    us(t.preempted_ns.per_io.round() as u64)
+                )?;
+            } else {
+                // The probes' timestamps sit just outside the application's (syscall entry before
+                // the generator's clock read returns, and so on): within the tolerance, by less
+                // than the clocks' own spread.
+                writeln!(
+                    w,
+                    "    {:<16}{:>9}   (the phases cover {} us more than the application timed: clock placement)",
+                    "outside phases",
+                    "none",
+                    us(out.unsigned_abs())
+                )?;
+            }
+        }
+    } else {
+        writeln!(
+            w,
+            "    {:<16}{:>9}   does not reconcile with {whose} mean latency ({} us):",
+            "sum of means",
+            us(t.phase_sum_mean_ns),
+            us(r.lat_ns.mean)
+        )?;
+        for why in &rec.reasons {
+            writeln!(w, "      - {why}")?;
+        }
     }
     let l = &t.lost_events;
     writeln!(
@@ -209,6 +272,28 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         l.dropped,
         l.recursion_misses
     )?;
+    if !t.routes.is_empty() {
+        let parts: Vec<String> = t
+            .routes
+            .iter()
+            .map(|x| {
+                let dir = match (x.reads, x.writes) {
+                    (_, 0) => "reads".to_owned(),
+                    (0, _) => "writes".to_owned(),
+                    (r, w) => format!("{r} reads, {w} writes"),
+                };
+                format!("{} {:.1}% ({dir})", x.name, x.share * 100.0)
+            })
+            .collect();
+        writeln!(w, "  routes  {}", parts.join("; "))?;
+    }
+    if t.no_block_io > 0 {
+        writeln!(
+            w,
+            "  page cache  {} reads/writes of files moved no block I/O of their own (not in the phases)",
+            t.no_block_io
+        )?;
+    }
     let vectors = if r.irq_vectors.is_empty() {
         "no device vectors: software device".to_owned()
     } else {
@@ -244,6 +329,16 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         us(t.runq_wait_ns.total),
         us(t.runq_wait_ns.per_io.round() as u64)
     )?;
+    if !t.syscalls.is_empty() {
+        let top: Vec<String> = t.syscalls.iter().take(8).map(|s| format!("{} {:.3}", s.name, s.per_io)).collect();
+        let more = t.syscalls.len().saturating_sub(8);
+        writeln!(
+            w,
+            "  syscalls per I/O  {}{}",
+            top.join(", "),
+            if more > 0 { format!(" (+{more} more in the JSON report)") } else { String::new() }
+        )?;
+    }
     if !t.hw_queues.is_empty() {
         let nvme = r.target.as_ref().and_then(|t| t.disk.as_deref()).is_some_and(|d| d.starts_with("nvme"));
         let q: Vec<String> = t

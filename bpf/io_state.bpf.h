@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Per-I/O state, whatever route carries the I/O: a route claims an io_slot when the application
+ * hands the I/O to the kernel, the block core stamps it from any context (the submitter, an SQ
+ * thread, an io-wq worker, the kworker blk-throttle releases bios from), and the route closes it
+ * when the application gets the result. Closing is the one place phases are recorded, so every
+ * I/O lands in every histogram once, however many bios and requests it became.
+ *
+ * Included once, by phases.bpf.c, after its rodata (targ_events).
+ */
+#ifndef IOPATH_IO_STATE_BPF_H
+#define IOPATH_IO_STATE_BPF_H
+
+#include "phases.h"
+#include "counters.bpf.h"
+#include "hist.bpf.h"
+#include "slots.bpf.h"
+
+#define IO_MATCH(s, k, d) ((s)->key == (k) && (s)->disc == (d))
+/* (key, disc) -> the I/O's state, from claim to close. */
+SLOT_TABLE(ios, io_slot, IO_MATCH)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_PHASES);
+	__type(key, __u32);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+/* Closed I/Os per route kind and direction (enum route_kind * 2 + write). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_ROUTE_KEYS);
+	__type(key, __u32);
+	__type(value, __u64);
+} routes SEC(".maps");
+
+/* --events: sized by userspace (a page when off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+/* The traced I/O's active span: first submission, last reap (a traced command's IOPS are over
+ * this, not over its start-up and exit). Plain stores: an off-by-one-I/O race is harmless. */
+__u64 first_submit_ts = 0;
+__u64 last_reap_ts = 0;
+
+static __always_inline void record(enum phase p, __u64 v)
+{
+	__u32 k = p;
+	struct hist *h = bpf_map_lookup_elem(&hists, &k);
+
+	if (h)
+		hist_add(h, v);
+}
+
+static __always_inline void count_route(enum route_kind k, bool write)
+{
+	__u32 key = k * 2 + write;
+	__u64 *v = bpf_map_lookup_elem(&routes, &key);
+
+	if (v)
+		*v += 1;
+}
+
+/* A route's claim: the I/O starts at `start`. A slot still holding the key is a leftover of an
+ * earlier I/O whose end was never seen: counted and reused. */
+static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 start, __u32 tgid,
+						__u32 mode)
+{
+	struct io_slot *s;
+	bool existed;
+
+	s = ios_claim(key, disc, &existed);
+	if (!s) {
+		count(C_INFLIGHT_FULL, 1);
+		return NULL;
+	}
+	if (existed)
+		count(C_EXPIRED_DONE, 1);
+	s->disc = disc;
+	s->nrq = 0;
+	s->pickup_ts = 0;
+	s->punt_ts = 0;
+	s->nvme_ts = 0;
+	s->nvme_done_ts = 0;
+	s->r.tag = key;
+	s->r.submit_ts = start;
+	s->r.queue_ts = 0;
+	s->r.issue_ts = 0;
+	s->r.complete_ts = 0;
+	s->r.posted_ts = 0;
+	s->r.reap_ts = 0;
+	s->r.tgid = tgid;
+	s->r.mode = mode;
+	if (!first_submit_ts)
+		first_submit_ts = start;
+	return s;
+}
+
+/* The I/O's route sub-phases, known only while its slot is held: folded into the record's
+ * flags (and histograms) before the slot is released. */
+static __always_inline void io_route_subphases(struct io_slot *s)
+{
+	struct io_record *r = &s->r;
+
+	if (!r->queue_ts)
+		return;
+	if ((r->mode & RF_SQPOLL) && s->pickup_ts >= r->submit_ts)
+		record(PH_PICKUP, s->pickup_ts - r->submit_ts);
+	if (s->punt_ts && r->queue_ts >= s->punt_ts) {
+		r->mode |= RF_IOWQ;
+		record(PH_IOWQ, r->queue_ts - s->punt_ts);
+	}
+	if ((r->mode & RF_THROTTLED) && r->queue_ts >= r->submit_ts)
+		record(PH_THROTTLED, r->queue_ts - r->submit_ts);
+	if (s->nrq > 1)
+		r->mode |= RF_SPLIT;
+}
+
+/* The end of an I/O's trip: reaped at r->reap_ts (or, RF_NO_REAP, when posted). */
+static __always_inline void io_close(struct io_record *r)
+{
+	__u64 end = r->reap_ts;
+	bool write = r->mode & RF_WRITE;
+	__u32 m = r->mode & MODE_MASK;
+
+	if (!r->queue_ts) {
+		/* Not block I/O of its own: a page-cache hit, a pipe, a socket, a NOP. */
+		count(C_NO_BLOCK_IO, 1);
+		return;
+	}
+	if (!r->issue_ts || !r->complete_ts || r->queue_ts < r->submit_ts ||
+	    r->issue_ts < r->queue_ts || r->complete_ts < r->issue_ts || end < r->complete_ts ||
+	    (r->posted_ts && (r->posted_ts < r->complete_ts || end < r->posted_ts))) {
+		count(C_DISORDERED, 1);
+		return;
+	}
+	record(PH_SUBMISSION, r->queue_ts - r->submit_ts);
+	record(PH_BLOCK, r->issue_ts - r->queue_ts);
+	record(PH_DEVICE, r->complete_ts - r->issue_ts);
+	if (r->posted_ts)
+		record(PH_POSTED, r->posted_ts - r->complete_ts);
+	if (r->mode & RF_NO_REAP)
+		count(C_NO_REAP, 1);
+	else
+		record(PH_REAP, end - (r->posted_ts ? r->posted_ts : r->complete_ts));
+	record(PH_COMPLETION, end - r->complete_ts);
+	record(PH_TOTAL, end - r->submit_ts);
+	count(write ? C_WRITES : C_READS, 1);
+	if (m == MODE_AIO)
+		count_route(RK_AIO, write);
+	else if (m == MODE_SYNC)
+		count_route(RK_SYNC, write);
+	else if (r->mode & RF_SQPOLL)
+		count_route(RK_SQPOLL, write);
+	else if (r->mode & RF_IOWQ)
+		count_route(RK_IOWQ, write);
+	else
+		count_route(RK_URING, write);
+	if (r->mode & RF_THROTTLED)
+		count_route(RK_THROTTLED, write);
+	if (r->mode & RF_SPLIT)
+		count_route(RK_SPLIT, write);
+	if (r->mode & RF_HIPRI)
+		count_route(RK_HIPRI, write);
+	last_reap_ts = end;
+	/* No wakeup per record: userspace drains every 20 ms (a wakeup per I/O costs ~25%). */
+	if (targ_events && bpf_ringbuf_output(&events, r, sizeof(*r), BPF_RB_NO_WAKEUP))
+		count(C_RB_DROPS, 1);
+}
+
+/* Closes the I/O held in slot s, reaped at `now`, and frees the slot. */
+static __always_inline void io_close_slot(struct io_slot *s, __u64 now)
+{
+	io_route_subphases(s);
+	s->r.reap_ts = now;
+	io_close(&s->r);
+	slot_release(&s->key);
+}
+
+#endif /* IOPATH_IO_STATE_BPF_H */
