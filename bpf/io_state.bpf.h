@@ -94,8 +94,6 @@ static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 sta
 	s->r.reap_ts = 0;
 	s->r.tgid = tgid;
 	s->r.mode = mode;
-	if (!first_submit_ts)
-		first_submit_ts = start;
 	return s;
 }
 
@@ -165,6 +163,10 @@ static __always_inline void io_close(struct io_record *r)
 		count_route(RK_SPLIT, write);
 	if (r->mode & RF_HIPRI)
 		count_route(RK_HIPRI, write);
+	/* The span starts at the first I/O that reached a device, not at the first read of any
+	 * file (a traced command's loader reads its libraries through the page cache). */
+	if (!first_submit_ts || r->submit_ts < first_submit_ts)
+		first_submit_ts = r->submit_ts;
 	last_reap_ts = end;
 	/* No wakeup per record: userspace drains every 20 ms (a wakeup per I/O costs ~25%). */
 	if (targ_events && bpf_ringbuf_output(&events, r, sizeof(*r), BPF_RB_NO_WAKEUP))

@@ -252,21 +252,45 @@ static __always_inline int on_uring_exit(void)
 
 /* ---- route: libaio (io_submit claims each iocb, io_getevents reaps it) ---- */
 
-/* The kioctx behind an aio_context_t (the user address of its ring, whose first word is the
- * ring's index in mm->ioctx_table): it tells apart forked processes that share iocb addresses. */
+/* The kioctx behind an aio_context_t (the user address of its ring): it tells apart forked
+ * processes that share iocb addresses. Found by matching user_id in mm->ioctx_table, all kernel
+ * memory (the ring's own index is in user memory, which a BPF program cannot fault in). */
+#define AIO_MAX_CTX 16
+
+struct aio_ctx_find {
+	struct kioctx_table *tbl;
+	__u64 ctx_id;
+	__u32 nr;
+	__u32 found;
+};
+
+static long aio_ctx_one(__u64 i, struct aio_ctx_find *c)
+{
+	/* Read out of c first: inside bpf_core_read a field of c would be relocated too. */
+	struct kioctx_table *tbl = c->tbl;
+	struct kioctx *ctx = NULL;
+
+	if (i >= c->nr)
+		return 1;
+	bpf_core_read(&ctx, sizeof(ctx), &tbl->table[i & (AIO_MAX_CTX - 1)]);
+	if (ctx && BPF_CORE_READ(ctx, user_id) == c->ctx_id) {
+		c->found = (__u32)(__u64)ctx;
+		return 1;
+	}
+	return 0;
+}
+
 static __always_inline __u32 aio_disc(__u64 ctx_id)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct kioctx_table *tbl = BPF_CORE_READ(cur, mm, ioctx_table);
-	struct kioctx *ctx = NULL;
-	__u32 id = 0;
+	struct aio_ctx_find c = {.tbl = tbl, .ctx_id = ctx_id};
 
-	if (!tbl || bpf_probe_read_user(&id, sizeof(id), (void *)ctx_id))
+	if (!tbl)
 		return 0;
-	if (id >= BPF_CORE_READ(tbl, nr))
-		return 0;
-	bpf_core_read(&ctx, sizeof(ctx), &tbl->table[id & 0xffff]);
-	return (__u32)(__u64)ctx;
+	c.nr = BPF_CORE_READ(tbl, nr);
+	bpf_loop(AIO_MAX_CTX, aio_ctx_one, &c, 0);
+	return c.found;
 }
 
 struct aio_claim_ctx {
