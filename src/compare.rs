@@ -50,6 +50,9 @@ pub struct Side {
     pub config: BTreeMap<String, String>,
     /// On-CPU folded stacks, when the run had --flamegraph.
     pub folded: Option<Vec<(String, u64)>>,
+    /// Why its phase table does not add up to the application's latency (None: it does, or
+    /// the report predates the check; empty reasons are never stored).
+    pub unreconciled: Option<Vec<String>>,
 }
 
 /// One phase of a report's `phases` object (missing fields read as 0).
@@ -109,6 +112,21 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
             per_io.insert(key.to_owned(), if key.ends_with("_us") { x / 1000.0 } else { x });
         }
     }
+    // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.
+    for s in v.get("syscalls").and_then(Value::as_array).into_iter().flatten() {
+        if let (Some(name), Some(x)) = (s.get("name").and_then(Value::as_str), s.get("per_io").and_then(Value::as_f64))
+        {
+            if x >= 0.01 {
+                per_io.insert(format!("syscall {name}"), x);
+            }
+        }
+    }
+    // Route shares: of the followed I/Os, how many took each route (throttled, io-wq ...).
+    for r in v.get("routes").and_then(Value::as_array).into_iter().flatten() {
+        if let (Some(key), Some(x)) = (r.get("key").and_then(Value::as_str), r.get("share").and_then(Value::as_f64)) {
+            per_io.insert(format!("share {key}"), x);
+        }
+    }
     if let (Some(inv), Some(ios)) = (num("/ctx_involuntary"), num("/ios")) {
         per_io.insert("ctx_involuntary".to_owned(), if ios > 0.0 { inv / ios } else { 0.0 });
     }
@@ -148,6 +166,15 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
         per_io,
         config,
         folded: folded.map(fold::parse).transpose()?,
+        unreconciled: v.get("reconciliation").filter(|r| r["reconciled"] == Value::Bool(false)).map(|r| {
+            let why: Vec<String> =
+                r["reasons"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
+            if why.is_empty() {
+                vec!["its phase table does not reconcile".to_owned()]
+            } else {
+                why
+            }
+        }),
     })
 }
 
@@ -185,6 +212,7 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
         per_io: BTreeMap::new(),
         config,
         folded: None,
+        unreconciled: None,
     })
 }
 
@@ -308,8 +336,13 @@ pub struct Comparison {
     /// Share of on-CPU samples with a frame of each I/O-path family (io_uring, aio, block layer,
     /// driver, IOMMU/DMA), before and after.
     pub families: Vec<FamilyShare>,
-    /// The phase whose mean moved the most beyond noise: submission, block, device, completion or none.
+    /// The phase whose mean moved the most beyond noise: submission, block, device, completion or
+    /// none ("none" too when a side's phases do not reconcile: nothing is drawn from them).
     pub dominant_phase: &'static str,
+    /// Sides whose phase table does not add up, and why ("before: ..."): their phases are shown
+    /// but no phase is named as the cause.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreconciled: Vec<String>,
     /// Likely causes, most likely first.
     pub causes: Vec<String>,
     pub verdict: String,
@@ -380,8 +413,12 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
             .filter(|p| p.judgement != "within noise" && want.is_none_or(|w| p.judgement == w))
             .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()))
     };
+    let unreconciled: Vec<String> = [("before", b), ("after", a)]
+        .iter()
+        .filter_map(|(n, s)| s.unreconciled.as_ref().map(|why| format!("{n}: {}", why.join("; "))))
+        .collect();
     let dominant = largest(Some(explains)).or_else(|| largest(None));
-    let dominant_phase = dominant.map_or("none", |p| p.phase);
+    let dominant_phase = if unreconciled.is_empty() { dominant.map_or("none", |p| p.phase) } else { "none" };
 
     let keys: BTreeSet<&String> = b.per_io.keys().chain(a.per_io.keys()).collect();
     let per_io: Vec<(String, Change)> = keys
@@ -410,12 +447,21 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
     };
     // Likewise a job on one side only (a traced command has none): the workloads differ, which
     // the labels say, not a list of "absent -> x" settings.
+    // A cgroup captured on one side only (an older report, a process gone before capture) is
+    // unknown there, not "no limits".
+    let has_cgroup = |s: &Side| s.config.keys().any(|k| k == "cgroup.blkio" || k == "cgroup.unified");
+    let cgroup_known = has_cgroup(b) && has_cgroup(a);
     let has_job = |s: &Side| s.config.keys().any(|k| k.starts_with("job."));
     let jobs_comparable = has_job(b) == has_job(a);
     let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
     let config_changes: Vec<ConfigChange> = keys
         .into_iter()
-        .filter(|k| !ignored_key(k) && !one_sided(k) && (jobs_comparable || !k.starts_with("job.")))
+        .filter(|k| {
+            !ignored_key(k)
+                && !one_sided(k)
+                && (jobs_comparable || !k.starts_with("job."))
+                && (cgroup_known || !k.starts_with("cgroup."))
+        })
         .filter_map(|k| {
             let (x, y) = (b.config.get(k), a.config.get(k));
             (x != y).then(|| ConfigChange {
@@ -457,6 +503,7 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
         frames_new,
         families,
         dominant_phase,
+        unreconciled,
         causes: Vec::new(),
         verdict: String::new(),
         diff_flamegraph: None,
@@ -541,6 +588,21 @@ fn causes(c: &Comparison) -> Vec<String> {
     let changed = |pred: &dyn Fn(&str) -> bool| -> Vec<&ConfigChange> {
         c.config_changes.iter().filter(|x| pred(&x.key)).collect()
     };
+    // A cgroup I/O limit: its setting changed, or the share of I/Os blk-throttle held moved.
+    let limits = changed(&|k| k.starts_with("cgroup.limits."));
+    let throttled = per_io(c, "share throttled").map(|x| (x.before, x.after)).filter(|(b, a)| (a - b).abs() >= 0.01);
+    if !limits.is_empty() || throttled.is_some() {
+        let mut s = String::from("cgroup I/O limit");
+        for x in limits.iter().take(3) {
+            let name = x.key.trim_start_matches("cgroup.limits.");
+            let none = |v: &str| if v == "(absent)" { "none".to_owned() } else { v.to_owned() };
+            s.push_str(&format!("; {name} {} -> {}", none(&x.before), none(&x.after)));
+        }
+        if let Some((b, a)) = throttled {
+            s.push_str(&format!("; I/Os held by blk-throttle {:.1}% -> {:.1}%", b * 100.0, a * 100.0));
+        }
+        out.push(s);
+    }
     let iommu_maps = per_io(c, "iommu_map").map(|m| (m.before, m.after));
     let iommu_cfg = changed(&|k| k.starts_with("iommu.") && !k.starts_with("iommu.config"));
     let iommu_frames = c.families.iter().any(|f| f.family == Family::IommuDma.label() && f.after - f.before >= 0.02);
@@ -623,6 +685,9 @@ fn causes(c: &Comparison) -> Vec<String> {
     if out.is_empty() && c.before.contains("(traced)") != c.after.contains("(traced)") {
         out.push("different workloads: a traced command on one side, the bundled generator on the other".into());
     }
+    if out.is_empty() && !c.unreconciled.is_empty() {
+        out.push("cannot tell from the phases: a side's phase table does not reconcile".into());
+    }
     if out.is_empty() {
         match c.dominant_phase {
             "device" => {
@@ -660,7 +725,12 @@ fn verdict(c: &Comparison) -> String {
     if let Some(first) = c.causes.first() {
         parts.push(format!("Likely cause: {first}."));
     }
-    if !c.phases.is_empty() {
+    if !c.unreconciled.is_empty() {
+        parts.push(format!(
+            "Phases not compared: {} (nothing is drawn from a phase table that does not add up).",
+            c.unreconciled.join(" / ")
+        ));
+    } else if !c.phases.is_empty() {
         let moved: Vec<&PhaseChange> = {
             let mut m: Vec<&PhaseChange> = c.phases.iter().filter(|p| p.judgement != "within noise").collect();
             m.sort_by(|x, y| y.delta_mean_ns.abs().total_cmp(&x.delta_mean_ns.abs()));
@@ -719,7 +789,11 @@ fn verdict(c: &Comparison) -> String {
     let counts: Vec<String> = c
         .per_io
         .iter()
-        .filter(|(k, v)| !k.ends_with("_us") && (v.after - v.before).abs() >= 0.05 * v.before.max(v.after).max(0.2))
+        .filter(|(k, v)| {
+            !k.ends_with("_us")
+                && !k.starts_with("share ")
+                && (v.after - v.before).abs() >= 0.05 * v.before.max(v.after).max(0.2)
+        })
         .map(|(k, v)| format!("{} {:.2} -> {:.2} per I/O", k.replace('_', " "), v.before, v.after))
         .collect();
     if !counts.is_empty() {

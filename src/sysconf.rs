@@ -124,10 +124,166 @@ pub struct Config {
     pub governor: Option<String>,
     /// /sys/devices/system/cpu/vulnerabilities, one "name: status" per entry.
     pub mitigations: Vec<String>,
+    /// The traced process's cgroup and the I/O controls on it and its ancestors (None: the
+    /// process was gone, or its cgroup could not be read: unknown, not "no limits").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupIo>,
+    /// Stacked devices (device-mapper, md) among the disks, with what is underneath.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<StackedDevice>,
 }
 
-/// Captures the configuration for a run on `disks` (empty: every attached disk).
-pub fn capture(roots: &SysRoots, disks: &[String]) -> Config {
+/// A process's cgroup as it routes I/O: v1 blkio and v2 io controls, with their values.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct CgroupIo {
+    /// The blkio (v1) cgroup path, when the blkio hierarchy is mounted.
+    pub blkio: Option<String>,
+    /// The unified (v2) cgroup path, when cgroup2 is mounted with the io controller.
+    pub unified: Option<String>,
+    /// Every set control on the cgroup and its ancestors, by file: blkio.throttle.* and weights
+    /// (v1), io.max, io.latency, io.weight, io.cost.* (v2); an ancestor's named with its path
+    /// ("/a: io.max"). Unset ones (empty, "default") are left out.
+    pub limits: std::collections::BTreeMap<String, String>,
+}
+
+/// One stacked block device and the devices under it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct StackedDevice {
+    pub name: String,
+    /// "dm" or "md".
+    pub kind: String,
+    /// device-mapper: its name and the uuid's prefix, which names the owner (LVM-, CRYPT-).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dm_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dm_uuid_prefix: Option<String>,
+    /// md: the RAID level (raid0, raid1 ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub md_level: Option<String>,
+    /// The devices underneath (slaves/), sorted.
+    pub lower: Vec<String>,
+}
+
+/// Mount points of the cgroup hierarchies: (blkio v1, unified v2).
+fn cgroup_mounts(roots: &SysRoots) -> (Option<PathBuf>, Option<PathBuf>) {
+    let (mut v1, mut v2) = (None, None);
+    let info = fs::read_to_string(roots.proc.join("self/mountinfo")).unwrap_or_default();
+    for line in info.lines() {
+        // "36 25 0:31 / /sys/fs/cgroup/blkio rw,... shared:13 - cgroup cgroup rw,blkio"
+        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let (Some(mnt), mut post) = (pre.split_whitespace().nth(4), post.split_whitespace()) else { continue };
+        let (fstype, opts) = (post.next().unwrap_or(""), post.nth(1).unwrap_or(""));
+        let at = roots.sys.join(mnt.trim_start_matches("/sys/"));
+        let at = if mnt.starts_with("/sys/") { at } else { PathBuf::from(mnt) };
+        if fstype == "cgroup" && opts.split(',').any(|o| o == "blkio") {
+            v1 = Some(at);
+        } else if fstype == "cgroup2" {
+            v2 = Some(at);
+        }
+    }
+    (v1, v2)
+}
+
+/// The I/O controls that apply to process `pid` (its cgroup and every ancestor).
+pub fn cgroup_io(roots: &SysRoots, pid: u32) -> Option<CgroupIo> {
+    let text = fs::read_to_string(roots.proc.join(format!("{pid}/cgroup"))).ok()?;
+    let (v1_mnt, v2_mnt) = cgroup_mounts(roots);
+    let mut out = CgroupIo::default();
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrls, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        if ctrls.split(',').any(|c| c == "blkio") {
+            out.blkio = Some(path.to_owned());
+            if let Some(m) = &v1_mnt {
+                collect_limits(m, path, V1_FILES, &mut out.limits);
+            }
+        } else if ctrls.is_empty() {
+            if let Some(m) = &v2_mnt {
+                let ctl = read_trim(&m.join("cgroup.controllers")).unwrap_or_default();
+                if ctl.split_whitespace().any(|c| c == "io") {
+                    out.unified = Some(path.to_owned());
+                    collect_limits(m, path, V2_FILES, &mut out.limits);
+                    // iocost is configured on the root only.
+                    collect_limits(m, "/", &["io.cost.qos", "io.cost.model"], &mut out.limits);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+const V1_FILES: &[&str] = &[
+    "blkio.throttle.read_bps_device",
+    "blkio.throttle.write_bps_device",
+    "blkio.throttle.read_iops_device",
+    "blkio.throttle.write_iops_device",
+    "blkio.weight",
+    "blkio.bfq.weight",
+];
+const V2_FILES: &[&str] = &["io.max", "io.latency", "io.weight", "io.bfq.weight"];
+
+/// Set controls of `path` and its ancestors below the mount `mnt`, ancestors named by path.
+fn collect_limits(mnt: &Path, path: &str, files: &[&str], out: &mut std::collections::BTreeMap<String, String>) {
+    let mut dir = String::from(path);
+    loop {
+        let d = mnt.join(dir.trim_start_matches('/'));
+        for f in files {
+            let Some(v) = read_trim(&d.join(f)) else { continue };
+            // Defaults say nothing: an empty throttle file, "default 100" weights.
+            let set: Vec<&str> =
+                v.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("default")).collect();
+            if set.is_empty() || (f.ends_with("weight") && set == ["100"]) {
+                continue;
+            }
+            let name = if dir == path { f.to_string() } else { format!("{dir}: {f}") };
+            out.insert(name, set.join("; "));
+        }
+        if dir == "/" || dir.is_empty() {
+            break;
+        }
+        dir = match dir.rfind('/') {
+            Some(0) | None => "/".to_owned(),
+            Some(i) => dir[..i].to_owned(),
+        };
+    }
+}
+
+/// device-mapper and md devices among `disks` (all disks when empty), with what lies beneath.
+pub fn device_stack(roots: &SysRoots, disks: &[String]) -> Vec<StackedDevice> {
+    let names: Vec<String> =
+        if disks.is_empty() { block_devices(roots).into_iter().map(|b| b.name).collect() } else { disks.to_vec() };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let dev = roots.sys.join("block").join(&name);
+            let kind = if dev.join("dm").exists() {
+                "dm"
+            } else if dev.join("md").exists() {
+                "md"
+            } else {
+                return None;
+            };
+            let mut lower: Vec<String> = fs::read_dir(dev.join("slaves"))
+                .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            lower.sort();
+            Some(StackedDevice {
+                kind: kind.into(),
+                dm_name: read_trim(&dev.join("dm/name")),
+                dm_uuid_prefix: read_trim(&dev.join("dm/uuid"))
+                    .and_then(|u| u.split_once('-').map(|(p, _)| format!("{p}-")))
+                    .filter(|p| p.len() > 1),
+                md_level: read_trim(&dev.join("md/level")),
+                lower,
+                name,
+            })
+        })
+        .collect()
+}
+
+/// Captures the configuration for a run on `disks` (empty: every attached disk) by process
+/// `pid` (its cgroup's I/O controls).
+pub fn capture(roots: &SysRoots, disks: &[String], pid: u32) -> Config {
     let devices = if disks.is_empty() {
         block_devices(roots)
             .into_iter()
@@ -163,6 +319,8 @@ pub fn capture(roots: &SysRoots, disks: &[String]) -> Config {
             .map(|(_, v)| v.trim().to_owned()),
         governor: read_trim(&roots.sys.join("devices/system/cpu/cpu0/cpufreq/scaling_governor")),
         mitigations,
+        cgroup: cgroup_io(roots, pid),
+        stack: device_stack(roots, disks),
     }
 }
 

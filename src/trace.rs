@@ -157,6 +157,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         stacks: flags.stacks.clone(),
         uring_stamp: false,
     };
+    // The cgroup now, while the process surely exists (a command may be gone by the report).
+    let cgroup = sysconf::cgroup_io(&roots, pid);
     let cpu_before = match &what {
         External::Pid(_) => proc_cpu(pid).unwrap_or((0, 0)),
         External::Command(_) => (0, 0),
@@ -251,8 +253,9 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let summary = aggregate::summarize(&raw, seen);
     // IOPS over the I/O's own span: a command's start-up and exit are not its I/O rate.
     let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };
-    let rep = Report::from_process(Process { pid, command, exit_code }, &raw, span, cpu, warnings)
+    let mut rep = Report::from_process(Process { pid, command, exit_code }, &raw, span, cpu, warnings)
         .with_trace(summary, irq_names);
+    rep.config.cgroup = cgroup;
     Ok((rep, raw))
 }
 

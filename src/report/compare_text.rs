@@ -47,7 +47,14 @@ pub fn render(c: &Comparison, w: &mut impl Write) -> io::Result<()> {
                 ph.judgement
             )?;
         }
-        writeln!(w, "  dominant phase: {}", c.dominant_phase)?;
+        if c.unreconciled.is_empty() {
+            writeln!(w, "  dominant phase: {}", c.dominant_phase)?;
+        } else {
+            writeln!(w, "  dominant phase: not named: the phases do not reconcile")?;
+            for u in &c.unreconciled {
+                writeln!(w, "    {u}")?;
+            }
+        }
     }
     if !c.per_io.is_empty() {
         writeln!(w, "\n  {:<24}{:>12}{:>12}", "per I/O", "before", "after")?;

@@ -141,6 +141,7 @@ impl Report {
             config: crate::sysconf::capture(
                 &crate::sysconf::SysRoots::live(),
                 &o.target.disk.iter().cloned().collect::<Vec<_>>(),
+                std::process::id(),
             ),
             warnings: o.target.warnings.clone(),
             target: Some(o.target),
@@ -218,7 +219,7 @@ impl Report {
             tool: Tool::this(),
             job: None,
             system: System::live(),
-            config: crate::sysconf::capture(&crate::sysconf::SysRoots::live(), &[]),
+            config: crate::sysconf::capture(&crate::sysconf::SysRoots::live(), &[], process.pid),
             target: None,
             process: Some(process),
             warnings,
