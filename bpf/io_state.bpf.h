@@ -129,7 +129,13 @@ static __always_inline void io_close(struct io_record *r)
 		count(C_NO_BLOCK_IO, 1);
 		return;
 	}
-	if (!r->issue_ts || !r->complete_ts || r->queue_ts < r->submit_ts ||
+	if (!r->issue_ts || !r->complete_ts) {
+		/* Its bios reached no request iopath could link back to it: a stacked device's
+		 * clones (dm, md) on the lower device. */
+		count(C_UNLINKED, 1);
+		return;
+	}
+	if (r->queue_ts < r->submit_ts ||
 	    r->issue_ts < r->queue_ts || r->complete_ts < r->issue_ts || end < r->complete_ts ||
 	    (r->posted_ts && (r->posted_ts < r->complete_ts || end < r->posted_ts))) {
 		count(C_DISORDERED, 1);

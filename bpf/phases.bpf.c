@@ -85,6 +85,10 @@ struct {
 struct hist _hist = {};
 struct io_slot _io_slot = {};
 struct io_record _io_record = {};
+/* ... and these enums, so the Rust mirrors are checked against them at build time (probe/mod.rs). */
+enum phase _phase = NR_PHASES;
+enum counter _counter = NR_COUNTERS;
+enum route_kind _route_kind = NR_ROUTE_KINDS;
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {

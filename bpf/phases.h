@@ -77,6 +77,7 @@ enum counter {
 	C_NO_BLOCK_IO,	     /* I/Os closed without a bio of their own (page cache, pipes, sockets) */
 	C_DISORDERED,	     /* closed I/Os whose timestamps were out of order: not in any histogram */
 	C_NO_REAP,	     /* I/Os whose reap no probe sees (SQPOLL: read from the CQ ring) */
+	C_UNLINKED,	     /* I/Os whose bios were queued but never seen in a request (stacked device) */
 	NR_COUNTERS,
 };
 

@@ -167,6 +167,10 @@ pub struct TraceSummary {
     /// is a share of.
     #[serde(default)]
     pub app_ios: u64,
+    /// I/Os whose bios were queued but never seen in a request iopath could link back to them:
+    /// a stacked device's clones (dm, md) on the lower device.
+    #[serde(default)]
+    pub unlinked: u64,
     /// Set by `reconcile` once the application's own latency is known.
     #[serde(default)]
     pub reconciliation: Reconciliation,
@@ -295,6 +299,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         no_block_io: raw.counter(Counter::NoBlockIo),
         reap_not_seen: raw.counter(Counter::NoReap),
         app_ios: ios,
+        unlinked: raw.counter(Counter::Unlinked),
         reconciliation: Reconciliation::default(),
     }
 }
@@ -352,6 +357,13 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
                 "; {} moved no block I/O of their own (page-cache hits, or writes into the cache): \
                  their time is not in these phases",
                 t.no_block_io
+            ));
+        }
+        if t.unlinked > 0 {
+            why.push_str(&format!(
+                "; {} reached the block layer but no request linked back to them (a stacked device: dm/md clones \
+                 on the lower device are not followed yet)",
+                t.unlinked
             ));
         }
         let l = &t.lost_events;

@@ -26,6 +26,8 @@ pub struct Doctor {
     pub iommu: IommuState,
     /// What `iopath trace` will attach on this kernel, and how (hook, kind).
     pub trace_plan: Vec<(String, String)>,
+    /// Every route an I/O can take, and whether `iopath trace` follows it here.
+    pub routes: Vec<features::RouteStatus>,
     /// Why tracing cannot work here, each with the fix. Empty = it can.
     pub problems: Vec<String>,
     /// Things that work but limit what iopath shows.
@@ -84,6 +86,11 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if iommu.group_types.is_empty() {
         notes.push("no IOMMU groups: DMA is untranslated, iommu map/unmap will count 0".into());
     }
+    let symbols = crate::probe::kallsyms::lookup(features::OWNER_SYMBOLS);
+    let routes = match &tfs {
+        Some(t) => features::routes(&|g, n| t.has_event(g, n), &symbols),
+        None => features::routes(&|_, _| false, &symbols),
+    };
     let tracing_possible = problems.is_empty();
     let trace_plan = plan(&tracepoints, ok(AttachKind::TpBtf));
     Doctor {
@@ -102,6 +109,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         nvme_poll_queues: sysconf::nvme_poll_queues(roots),
         iommu,
         trace_plan,
+        routes,
         problems,
         notes,
         tracing_possible,
@@ -178,6 +186,14 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         };
         let how = d.trace_plan.iter().find(|(n, _)| *n == t.name).map_or("", |(_, h)| h.as_str());
         writeln!(w, "    {mark}  {:<34} {:<30} {}", t.name, how, t.used_for)?;
+    }
+    writeln!(w, "\n  routes (how an I/O reaches the disk, and whether 'iopath trace' follows it here):")?;
+    for r in &d.routes {
+        if r.followed {
+            writeln!(w, "    followed      {:<46} {}", r.name, r.note)?;
+        } else {
+            writeln!(w, "    NOT followed  {:<46} {}", r.name, r.missing.join("; "))?;
+        }
     }
     writeln!(w, "\n  block devices:")?;
     writeln!(

@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 14;
-pub const NR_COUNTERS: usize = 29;
+pub const NR_COUNTERS: usize = 30;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 8;
 pub const NR_SYSCALL_SLOTS: usize = 512;
@@ -114,6 +114,7 @@ pub enum Counter {
     NoBlockIo,
     Disordered,
     NoReap,
+    Unlinked,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

@@ -71,12 +71,24 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         required: false,
     },
     TracepointSpec {
+        group: "io_uring",
+        names: &["io_uring_queue_async_work"],
+        used_for: "io_uring request punted to io-wq (the io-wq sub-phase)",
+        required: false,
+    },
+    TracepointSpec {
         group: "block",
         names: &["block_bio_queue"],
         used_for: "bio enters the block layer",
         required: true,
     },
     TracepointSpec { group: "block", names: &["block_getrq"], used_for: "request allocated", required: false },
+    TracepointSpec {
+        group: "block",
+        names: &["block_bio_remap"],
+        used_for: "bio remapped to a lower device (dm, md, partitions): stacked devices, not linked yet",
+        required: false,
+    },
     TracepointSpec {
         group: "block",
         names: &["block_rq_insert"],
@@ -150,6 +162,145 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         required: false,
     },
 ];
+
+/// Kernel functions whose addresses tell the block core who owns a bio (bpf/block_core.bpf.h):
+/// the direct-I/O end_io handlers, the bio chain of split bios, and aio's completion.
+pub const OWNER_SYMBOLS: &[&str] = &[
+    "iomap_dio_bio_end_io",
+    "blkdev_bio_end_io",
+    "blkdev_bio_end_io_async",
+    "submit_bio_wait_endio",
+    "bio_chain_endio",
+    "aio_complete_rw",
+];
+
+/// A route an I/O can take, and what following it needs on this kernel. `iopath doctor` lists
+/// every route with whether it is followed here; the trace session loads the same tracepoints
+/// and symbols.
+pub struct RouteSpec {
+    pub name: &'static str,
+    /// Tracepoints it needs, each `group:name` with alternatives across versions.
+    pub tracepoints: &'static [(&'static str, &'static [&'static str])],
+    /// Kernel symbols it needs, any one of them (the bio's owner is found through it).
+    pub symbols: &'static [&'static str],
+    /// Said of it even when followed: what it shows, or what stays out of reach.
+    pub note: &'static str,
+    /// Not followed on any kernel yet, and why.
+    pub unsupported: Option<&'static str>,
+}
+
+const SYSCALLS: (&str, &[&str]) = ("raw_syscalls", &["sys_enter"]);
+const SUBMIT: (&str, &[&str]) = ("io_uring", &["io_uring_submit_req", "io_uring_submit_sqe"]);
+const POSTED: (&str, &[&str]) = ("io_uring", &["io_uring_complete"]);
+const DIRECT_IO: &[&str] = &["iomap_dio_bio_end_io", "blkdev_bio_end_io_async", "blkdev_bio_end_io"];
+
+pub const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        name: "io_uring from the submitting thread",
+        tracepoints: &[SYSCALLS, SUBMIT, POSTED],
+        symbols: DIRECT_IO,
+        note: "O_DIRECT reads and writes; reaped at the io_uring_enter that returns after posting",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "io_uring SQPOLL (SQ thread)",
+        tracepoints: &[SUBMIT, POSTED],
+        symbols: DIRECT_IO,
+        note: "ends when posted: the application reads the CQ ring without a syscall; the pickup is timed for the bundled generator",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "io_uring io-wq (worker)",
+        tracepoints: &[SYSCALLS, SUBMIT, POSTED, ("io_uring", &["io_uring_queue_async_work"])],
+        symbols: DIRECT_IO,
+        note: "IOSQE_ASYNC and the kernel's own punts: the io-wq sub-phase is punt -> the worker queued the bio",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "libaio",
+        tracepoints: &[SYSCALLS],
+        symbols: &["aio_complete_rw"],
+        note: "io_submit claims each iocb, io_getevents reaps it",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "sync read/write/pread/preadv2 (and writes)",
+        tracepoints: &[SYSCALLS],
+        symbols: &["iomap_dio_bio_end_io", "submit_bio_wait_endio", "blkdev_bio_end_io"],
+        note: "O_DIRECT I/O inside the syscall, RWF_HIPRI too; reads the page cache served count as 'no block I/O'",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "throttled (blk-throttle, cgroup I/O limits)",
+        tracepoints: &[("block", &["block_bio_queue"])],
+        symbols: DIRECT_IO,
+        note: "bios a kworker releases later are followed from any context; the throttled sub-phase is start -> released",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "split bios and merged requests",
+        tracepoints: &[("block", &["block_rq_issue"]), ("block", &["block_rq_complete"])],
+        symbols: &["bio_chain_endio"],
+        note: "every request of an I/O stamps it: device = first issue -> last completion",
+        unsupported: None,
+    },
+    RouteSpec {
+        name: "stacked devices (device-mapper, md)",
+        tracepoints: &[("block", &["block_bio_remap"])],
+        symbols: &[],
+        note: "",
+        unsupported: Some(
+            "an I/O on a dm/md device is followed through its own bios on the top device only: the clones on the \
+             lower devices are not linked yet, so such a trace does not reconcile and says so",
+        ),
+    },
+    RouteSpec {
+        name: "buffered I/O: page cache, readahead, writeback, fsync",
+        tracepoints: &[],
+        symbols: &[],
+        note: "",
+        unsupported: Some(
+            "reads the page cache serves are counted ('no block I/O'); the readahead and writeback bios behind \
+             buffered I/O are not linked to the application's reads and writes yet",
+        ),
+    },
+];
+
+/// Whether a route is followed on this kernel, and if not, what is missing.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteStatus {
+    pub name: &'static str,
+    pub followed: bool,
+    /// What is missing (tracepoints, symbols), or why it is not followed at all.
+    pub missing: Vec<String>,
+    pub note: &'static str,
+}
+
+/// `has(group, name)` says whether a tracepoint exists; `symbols` are the addresses found in
+/// /proc/kallsyms (0: absent or hidden). Pure: doctor and tests feed it.
+pub fn routes(has: &dyn Fn(&str, &str) -> bool, symbols: &std::collections::HashMap<String, u64>) -> Vec<RouteStatus> {
+    ROUTES
+        .iter()
+        .map(|r| {
+            let mut missing: Vec<String> = r
+                .tracepoints
+                .iter()
+                .filter(|(g, names)| !names.iter().any(|n| has(g, n)))
+                .map(|(g, names)| format!("tracepoint {g}:{}", names[0]))
+                .collect();
+            if !r.symbols.is_empty() && !r.symbols.iter().any(|s| symbols.get(*s).is_some_and(|&a| a != 0)) {
+                missing.push(format!(
+                    "kernel symbol {} in /proc/kallsyms (hidden from non-root, or not in this kernel)",
+                    r.symbols.join(" / ")
+                ));
+            }
+            if let Some(why) = r.unsupported {
+                missing.push(why.to_owned());
+            }
+            RouteStatus { name: r.name, followed: missing.is_empty(), missing, note: r.note }
+        })
+        .collect()
+}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TracepointStatus {

@@ -38,3 +38,30 @@ const _: () = assert!(
     std::mem::size_of::<phases_skel::types::io_record>() == crate::events::RECORD_SIZE,
     "struct io_record in bpf/phases.h and events::RECORD_SIZE disagree"
 );
+
+// The enums of bpf/phases.h and their Rust mirrors in model.rs (one side renumbered without the
+// other fails the build, not a report).
+mod mirrors {
+    use super::phases_skel::types::{counter, phase, route_kind};
+    use crate::model::{Counter, Phase, RouteKind, NR_COUNTERS, NR_PHASES, NR_ROUTE_KINDS};
+
+    const _: () = assert!(phase::NR_PHASES.0 as usize == NR_PHASES);
+    const _: () = assert!(counter::NR_COUNTERS.0 as usize == NR_COUNTERS);
+    const _: () = assert!(route_kind::NR_ROUTE_KINDS.0 as usize == NR_ROUTE_KINDS);
+    const _: () = assert!(phase::PH_DEVICE.0 == Phase::Device as u32);
+    const _: () = assert!(phase::PH_TOTAL.0 == Phase::Total as u32);
+    const _: () = assert!(phase::PH_NVME_END.0 == Phase::NvmeEnd as u32);
+    const _: () = assert!(phase::PH_PICKUP.0 == Phase::Pickup as u32);
+    const _: () = assert!(phase::PH_IOWQ.0 == Phase::Iowq as u32);
+    const _: () = assert!(phase::PH_THROTTLED.0 == Phase::Throttled as u32);
+    const _: () = assert!(counter::C_READS.0 == Counter::Reads as u32);
+    const _: () = assert!(counter::C_RB_DROPS.0 == Counter::RbDrops as u32);
+    const _: () = assert!(counter::C_NO_BLOCK_IO.0 == Counter::NoBlockIo as u32);
+    const _: () = assert!(counter::C_UNLINKED.0 == Counter::Unlinked as u32);
+    const _: () = assert!(route_kind::RK_SYNC.0 == RouteKind::Sync as u32);
+    const _: () = assert!(route_kind::RK_HIPRI.0 == RouteKind::Hipri as u32);
+    // Every variant, not only the spot checks above: the last one of each sits at NR - 1.
+    const _: () = assert!(Counter::Unlinked as usize == NR_COUNTERS - 1);
+    const _: () = assert!(Phase::Throttled as usize == NR_PHASES - 1);
+    const _: () = assert!(RouteKind::Hipri as usize == NR_ROUTE_KINDS - 1);
+}

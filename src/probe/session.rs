@@ -43,17 +43,6 @@ pub struct TraceOpts {
     pub uring_stamp: bool,
 }
 
-/// Kernel functions whose addresses tell who owns a bio (bpf/block_core.bpf.h): direct-I/O
-/// end_io handlers, the bio chain of split bios, and aio's completion.
-const OWNER_SYMBOLS: &[&str] = &[
-    "iomap_dio_bio_end_io",
-    "blkdev_bio_end_io",
-    "blkdev_bio_end_io_async",
-    "submit_bio_wait_endio",
-    "bio_chain_endio",
-    "aio_complete_rw",
-];
-
 /// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
 /// fastest rate, against a 20 ms drain.
 const EVENTS_RING_BYTES: u32 = 16 << 20;
@@ -165,7 +154,7 @@ fn failing_prog(log_line: &str) -> Option<String> {
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
     let has = |g: &str, n: &str| tfs.has_event(g, n);
-    let ksyms = super::kallsyms::lookup(OWNER_SYMBOLS);
+    let ksyms = super::kallsyms::lookup(super::features::OWNER_SYMBOLS);
     let btf = !opts.force_raw_tp;
     let uring_req = has("io_uring", "io_uring_submit_req");
     let uring_sqe = !uring_req && has("io_uring", "io_uring_submit_sqe");
