@@ -80,12 +80,33 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc)
 	return 0;
 }
 
-static __always_inline struct io_slot *io_of_bio(struct bio *bio)
+#define LINK_MATCH(s, k, d) ((s)->key == (k))
+/* bio -> the I/O that owns it (a cache of io_key_of_bio, see struct link_slot). */
+SLOT_TABLE(links, link_slot, LINK_MATCH)
+
+static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio)
 {
 	__u32 disc;
 	__u64 key = io_key_of_bio(bio, &disc);
 
 	return key ? ios_find(key, disc) : NULL;
+}
+
+/* The I/O that owns a bio: through its link when it has one (`release`: the bio is done, free
+ * the link), else derived. */
+static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
+{
+	struct link_slot *l = links_find((__u64)bio, 0);
+	struct io_slot *s;
+
+	if (!l)
+		return io_of_bio_derived(bio);
+	s = ios_find(l->io_key, l->disc);
+	if (s && s->r.submit_ts != l->start)
+		s = NULL;
+	if (release)
+		slot_release(&l->key);
+	return s ? s : io_of_bio_derived(bio);
 }
 
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
@@ -94,13 +115,21 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio)
 static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall)
 {
 	struct task_struct *cur;
+	struct link_slot *l;
 	struct io_slot *s;
+	bool existed;
 
-	s = io_of_bio(bio);
+	s = io_of_bio_derived(bio);
 	if (!s) {
 		if (in_traced_syscall)
 			count(C_BIOS_UNTAGGED, 1);
 		return;
+	}
+	l = links_claim((__u64)bio, 0, &existed);
+	if (l) {
+		l->io_key = s->key;
+		l->disc = s->disc;
+		l->start = s->r.submit_ts;
 	}
 	if (s->r.queue_ts)
 		return;
@@ -114,7 +143,7 @@ static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall
 
 static __always_inline bool issue_one(struct bio *bio, __u64 now)
 {
-	struct io_slot *s = io_of_bio(bio);
+	struct io_slot *s = io_of_bio(bio, false);
 
 	if (!s)
 		return false;
@@ -128,7 +157,7 @@ static __always_inline bool issue_one(struct bio *bio, __u64 now)
 
 static __always_inline bool complete_one(struct bio *bio, __u64 now)
 {
-	struct io_slot *s = io_of_bio(bio);
+	struct io_slot *s = io_of_bio(bio, true);
 
 	if (!s)
 		return false;
@@ -137,6 +166,11 @@ static __always_inline bool complete_one(struct bio *bio, __u64 now)
 	if (s->nvme_done_ts && s->nvme_done_ts <= now)
 		record(PH_NVME_END, now - s->nvme_done_ts);
 	return true;
+}
+
+static __always_inline bool one_bio(struct bio *bio, __u64 now, bool complete)
+{
+	return complete ? complete_one(bio, now) : issue_one(bio, now);
 }
 
 struct walk_ctx {
@@ -154,19 +188,18 @@ static long walk_bio(__u64 i, struct walk_ctx *c)
 	if (!bio)
 		return 1;
 	c->bio = BPF_CORE_READ(bio, bi_next);
-	if (c->complete)
-		c->tracked |= complete_one(bio, c->now);
-	else
-		c->tracked |= issue_one(bio, c->now);
+	c->tracked |= one_bio(bio, c->now, c->complete);
 	return 0;
 }
 
-/* Every bio of a request, first to last: returns whether any belonged to a traced I/O. */
-static __always_inline bool walk_rq(struct request *rq, __u64 now, bool complete)
+/* Every bio of a request: the first inline (almost every request has one), the rest in a loop.
+ * Returns whether any belonged to a traced I/O. */
+static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 now, bool complete)
 {
-	struct walk_ctx c = {.bio = BPF_CORE_READ(rq, bio), .now = now, .complete = complete};
+	struct walk_ctx c = {.bio = next, .now = now, .complete = complete};
 
-	if (c.bio)
+	c.tracked = one_bio(first, now, complete);
+	if (next)
 		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
 	return c.tracked;
 }

@@ -135,8 +135,8 @@ static __always_inline void io_close(struct io_record *r)
 		count(C_UNLINKED, 1);
 		return;
 	}
-	if (r->queue_ts < r->submit_ts ||
-	    r->issue_ts < r->queue_ts || r->complete_ts < r->issue_ts || end < r->complete_ts ||
+	if (r->queue_ts < r->submit_ts || r->issue_ts < r->queue_ts ||
+	    r->complete_ts < r->issue_ts || end < r->complete_ts ||
 	    (r->posted_ts && (r->posted_ts < r->complete_ts || end < r->posted_ts))) {
 		count(C_DISORDERED, 1);
 		return;

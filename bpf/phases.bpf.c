@@ -43,18 +43,23 @@ volatile __u32 enabled = 0;
 #include "traced.bpf.h"
 #include "block_core.bpf.h"
 
+/* A field of a kernel pointer: a plain load from a BTF pointer (tp_btf), a CO-RE probe read
+ * otherwise (raw_tp). The flag is constant at each call site, so one branch is emitted. */
+#define RQ_READ(btf, p, a) ((btf) ? (p)->a : BPF_CORE_READ(p, a))
+
 struct task_ctx {
 	__u64 enter_ts;
 	__u64 aio_events; /* io_getevents: the user's io_event array */
 	__u64 aio_iocbs;  /* io_submit: the user's iocb pointer array ... */
 	__u32 aio_nr;	  /* ... and its length */
-	__u32 aio_disc;	  /* the kioctx of the call */
+	__u32 aio_disc;	  /* the kioctx of the call ... */
+	__u64 aio_ctx_id; /* ... and its aio_context_t: the last one looked up, kept */
 	__u32 in_submit;  /* inside io_uring_enter / io_submit */
 	__u32 nposted;
-	__u32 in_sys;	  /* inside a traced I/O syscall */
+	__u32 in_sys; /* inside a traced I/O syscall */
 	__u32 pad;
-	__u64 preempt_ts; /* preempted outside a syscall at this time */
-	__u64 wake_ts;	  /* woken up at this time, not yet running */
+	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
+	__u64 wake_ts;			    /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
 };
 
@@ -85,7 +90,8 @@ struct {
 struct hist _hist = {};
 struct io_slot _io_slot = {};
 struct io_record _io_record = {};
-/* ... and these enums, so the Rust mirrors are checked against them at build time (probe/mod.rs). */
+/* ... and these enums, so the Rust mirrors are checked against them at build time (probe/mod.rs).
+ */
 enum phase _phase = NR_PHASES;
 enum counter _counter = NR_COUNTERS;
 enum route_kind _route_kind = NR_ROUTE_KINDS;
@@ -130,7 +136,7 @@ static __always_inline bool uring_rw_opcode(__u8 op)
 }
 
 /* A request is submitted: from io_uring_enter by the application, or by its SQ thread. */
-static __always_inline int on_submit_req(struct io_kiocb *req)
+static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *cur;
@@ -139,7 +145,7 @@ static __always_inline int on_submit_req(struct io_kiocb *req)
 	__u64 now, start;
 	__u32 mode = MODE_URING;
 
-	if (!traced(tgid) || !uring_rw_opcode(BPF_CORE_READ(req, opcode)))
+	if (!traced(tgid) || !uring_rw_opcode(RQ_READ(btf, req, opcode)))
 		return 0;
 	now = bpf_ktime_get_ns();
 	start = now;
@@ -323,16 +329,25 @@ static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
 	return 0;
 }
 
+/* The kioctx of ctx_id for this task, looked up once per context (a thread keeps using its). */
+static __always_inline __u32 task_aio_disc(struct task_ctx *t, __u64 ctx_id)
+{
+	if (t->aio_ctx_id != ctx_id || !t->aio_disc) {
+		t->aio_disc = aio_disc(ctx_id);
+		t->aio_ctx_id = ctx_id;
+	}
+	return t->aio_disc;
+}
+
 static __always_inline int on_aio_submit_enter(struct task_ctx *t, __u64 ctx_id, __u64 nr,
 					       __u64 iocbs)
 {
 	struct aio_claim_ctx c = {.iocbs = (__u64 *)iocbs, .start = t->enter_ts};
 
 	c.tgid = bpf_get_current_pid_tgid() >> 32;
-	c.disc = aio_disc(ctx_id);
+	c.disc = task_aio_disc(t, ctx_id);
 	t->aio_iocbs = iocbs;
 	t->aio_nr = nr < MAX_AIO_EVENTS ? nr : MAX_AIO_EVENTS;
-	t->aio_disc = c.disc;
 	bpf_loop(t->aio_nr, aio_claim_one, &c, 0);
 	return 0;
 }
@@ -521,7 +536,7 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	case NR_IO_PGETEVENTS:
 		/* The user's io_event array is the fourth argument (r10 stands in for rcx). */
 		t->aio_events = SYS_ARG(regs, r10, btf);
-		t->aio_disc = aio_disc(SYS_ARG(regs, di, btf));
+		task_aio_disc(t, SYS_ARG(regs, di, btf));
 		return 0;
 	case NR_PREADV2:
 	case NR_PWRITEV2:
@@ -573,19 +588,19 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(submit_req, struct io_kiocb *req)
 {
-	return on_submit_req(req);
+	return on_submit_req(req, true);
 }
 
 SEC("tp_btf/io_uring_submit_sqe")
 int BPF_PROG(submit_sqe, struct io_kiocb *req)
 {
-	return on_submit_req(req);
+	return on_submit_req(req, true);
 }
 
 SEC("raw_tp/io_uring_submit_req")
 int BPF_PROG(submit_req_raw, struct io_kiocb *req)
 {
-	return on_submit_req(req);
+	return on_submit_req(req, false);
 }
 
 SEC("tp_btf/io_uring_queue_async_work")
@@ -655,33 +670,45 @@ static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
 		*c += 1;
 }
 
-static __always_inline int rq_issue(struct request *rq)
+static __always_inline int rq_issue(struct request *rq, bool btf)
 {
+	struct bio *bio;
 	bool tracked;
 
 	if (!enabled)
 		return 0;
-	tracked = walk_rq(rq, bpf_ktime_get_ns(), false);
-	count_hw_queue(BPF_CORE_READ(rq, mq_hctx, type), BPF_CORE_READ(rq, mq_hctx, queue_num),
-		       tracked);
+	bio = RQ_READ(btf, rq, bio);
+	if (!bio)
+		return 0;
+	tracked = walk_rq(bio, RQ_READ(btf, bio, bi_next), bpf_ktime_get_ns(), false);
+	if (btf)
+		count_hw_queue(rq->mq_hctx->type, rq->mq_hctx->queue_num, tracked);
+	else
+		count_hw_queue(BPF_CORE_READ(rq, mq_hctx, type),
+			       BPF_CORE_READ(rq, mq_hctx, queue_num), tracked);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(rq_issue_btf, struct request *rq)
 {
-	return rq_issue(rq);
+	return rq_issue(rq, true);
 }
 
 SEC("raw_tp/block_rq_issue")
 int BPF_PROG(rq_issue_raw, struct request *rq)
 {
-	return rq_issue(rq);
+	return rq_issue(rq, false);
 }
 
-static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes)
+static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes, bool btf)
 {
-	if (enabled && walk_rq(rq, bpf_ktime_get_ns(), true))
+	struct bio *bio;
+
+	if (!enabled)
+		return 0;
+	bio = RQ_READ(btf, rq, bio);
+	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), bpf_ktime_get_ns(), true))
 		count(C_BYTES, nr_bytes);
 	return 0;
 }
@@ -689,13 +716,13 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(rq_complete_btf, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	return rq_complete(rq, nr_bytes);
+	return rq_complete(rq, nr_bytes, true);
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(rq_complete_raw, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	return rq_complete(rq, nr_bytes);
+	return rq_complete(rq, nr_bytes, false);
 }
 
 /* ---- scheduler: context switches, and time the application was runnable but not running ---- */
@@ -801,7 +828,7 @@ int BPF_PROG(nvme_setup_cmd, struct request *rq)
 
 	if (!enabled || !rq)
 		return 0;
-	s = io_of_bio(BPF_CORE_READ(rq, bio));
+	s = io_of_bio(BPF_CORE_READ(rq, bio), false);
 	if (s) {
 		s->nvme_ts = bpf_ktime_get_ns();
 		count(C_NVME_SETUP, 1);
@@ -820,7 +847,7 @@ int BPF_PROG(nvme_complete_rq, struct request *rq)
 
 	if (!enabled || !rq)
 		return 0;
-	s = io_of_bio(BPF_CORE_READ(rq, bio));
+	s = io_of_bio(BPF_CORE_READ(rq, bio), false);
 	if (s && s->r.issue_ts) {
 		now = bpf_ktime_get_ns();
 		record(PH_NVME, now - s->r.issue_ts);
@@ -841,7 +868,7 @@ static __always_inline void queue_rq_done(struct request *rq, __u8 ret)
 
 	if (!rq || ret)
 		return;
-	s = io_of_bio(BPF_CORE_READ(rq, bio));
+	s = io_of_bio(BPF_CORE_READ(rq, bio), false);
 	if (s && s->r.issue_ts)
 		record(PH_NVME_SUBMIT, bpf_ktime_get_ns() - s->r.issue_ts);
 }

@@ -40,9 +40,11 @@ enum phase {
 	PH_NVME_SUBMIT = 9, /* block_rq_issue -> nvme_queue_rq returns: doorbell (fexit/kprobe) */
 	PH_NVME_END = 10,   /* nvme_complete_rq -> block_rq_complete (in PH_DEVICE) */
 	/* Route sub-phases, each inside PH_SUBMISSION and recorded only for I/Os on that route. */
-	PH_PICKUP = 11,	   /* SQPOLL: the application queued the SQE -> the SQ thread submitted it */
-	PH_IOWQ = 12,	   /* io-wq: punted -> a worker queued the bio (queue wait + the worker's issue) */
-	PH_THROTTLED = 13, /* start -> bio queued by the kworker that blk-throttle released it from */
+	PH_PICKUP = 11, /* SQPOLL: the application queued the SQE -> the SQ thread submitted it */
+	PH_IOWQ =
+	    12, /* io-wq: punted -> a worker queued the bio (queue wait + the worker's issue) */
+	PH_THROTTLED =
+	    13, /* start -> bio queued by the kworker that blk-throttle released it from */
 	NR_PHASES = 14,
 };
 
@@ -74,10 +76,10 @@ enum counter {
 	C_RUNQ_WAIT_NS,	     /* ... and the time until they ran (CPU contention) */
 	C_READS,	     /* completed application I/Os that read ... */
 	C_WRITES,	     /* ... and that wrote (a traced command's mix) */
-	C_NO_BLOCK_IO,	     /* I/Os closed without a bio of their own (page cache, pipes, sockets) */
-	C_DISORDERED,	     /* closed I/Os whose timestamps were out of order: not in any histogram */
-	C_NO_REAP,	     /* I/Os whose reap no probe sees (SQPOLL: read from the CQ ring) */
-	C_UNLINKED,	     /* I/Os whose bios were queued but never seen in a request (stacked device) */
+	C_NO_BLOCK_IO, /* I/Os closed without a bio of their own (page cache, pipes, sockets) */
+	C_DISORDERED,  /* closed I/Os whose timestamps were out of order: not in any histogram */
+	C_NO_REAP,     /* I/Os whose reap no probe sees (SQPOLL: read from the CQ ring) */
+	C_UNLINKED, /* I/Os whose bios were queued but never seen in a request (stacked device) */
 	NR_COUNTERS,
 };
 
@@ -91,12 +93,12 @@ enum submit_mode {
 
 /* The route an I/O took: io_record.mode's high 16 bits (flags, several may hold). */
 enum route_flag {
-	RF_SQPOLL = 1 << 16,	/* submitted by the SQ thread */
-	RF_IOWQ = 1 << 17,	/* punted to an io-wq worker (IOSQE_ASYNC, or the kernel's choice) */
+	RF_SQPOLL = 1 << 16, /* submitted by the SQ thread */
+	RF_IOWQ = 1 << 17,   /* punted to an io-wq worker (IOSQE_ASYNC, or the kernel's choice) */
 	RF_THROTTLED = 1 << 18, /* bio queued later by a kworker (blk-throttle) */
 	RF_SPLIT = 1 << 19,	/* issued as more than one request (split bios) */
 	RF_WRITE = 1 << 20,
-	RF_HIPRI = 1 << 21, /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
+	RF_HIPRI = 1 << 21,   /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
 	RF_NO_REAP = 1 << 22, /* closed when posted: the reap is not visible to any probe */
 };
 #define MODE_MASK 0xffff
@@ -132,10 +134,10 @@ struct hist {
 
 /* One I/O, end to end (`iopath trace --events`): emitted when it is reaped. */
 struct io_record {
-	__u64 tag;	 /* io_kiocb (io_uring), user iocb (aio), task (sync) */
-	__u64 submit_ts; /* the route's start: syscall entry, or the application's SQE stamp */
-	__u64 queue_ts;	 /* first bio queued */
-	__u64 issue_ts;	 /* first request issued */
+	__u64 tag;	   /* io_kiocb (io_uring), user iocb (aio), task (sync) */
+	__u64 submit_ts;   /* the route's start: syscall entry, or the application's SQE stamp */
+	__u64 queue_ts;	   /* first bio queued */
+	__u64 issue_ts;	   /* first request issued */
 	__u64 complete_ts; /* last request completed */
 	__u64 posted_ts;   /* 0 where nothing posts apart from the device completion (aio, sync) */
 	__u64 reap_ts;
@@ -145,16 +147,29 @@ struct io_record {
 _Static_assert(sizeof(struct io_record) == 64, "io_record is the 64-byte events/1 record");
 
 /*
+ * A bio's link to the I/O that owns it, made once at block_bio_queue so the request hooks find
+ * the I/O with two array lookups instead of deriving it again (a handful of probe reads each).
+ * A cache: a bio without one (a split child) is derived; a stale one is refused by `start`.
+ */
+struct link_slot {
+	__u64 key;    /* bio */
+	__u64 io_key; /* the io_slot's key ... */
+	__u64 start;  /* ... and its r.submit_ts, which a reused io_kiocb would not share */
+	__u32 disc;
+	__u32 pad;
+};
+
+/*
  * One application I/O from its route's claim to its reap, keyed by the I/O itself so any context
  * can find it: the io_kiocb (io_uring), the user iocb with its kioctx (aio), the task (sync).
  */
 struct io_slot {
 	__u64 key;
-	__u32 disc;	  /* aio: the kioctx's low 32 bits (forked processes share iocb addresses) */
-	__u32 nrq;	  /* requests issued for it */
-	__u64 pickup_ts;  /* io_uring_submit_req */
-	__u64 punt_ts;	  /* io_uring_queue_async_work */
-	__u64 nvme_ts;	  /* nvme_setup_cmd of its (last) request */
+	__u32 disc;	 /* aio: the kioctx's low 32 bits (forked processes share iocb addresses) */
+	__u32 nrq;	 /* requests issued for it */
+	__u64 pickup_ts; /* io_uring_submit_req */
+	__u64 punt_ts;	 /* io_uring_queue_async_work */
+	__u64 nvme_ts;	 /* nvme_setup_cmd of its (last) request */
 	__u64 nvme_done_ts; /* nvme_complete_rq of its (last) request */
 	struct io_record r;
 };

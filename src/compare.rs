@@ -451,6 +451,10 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
     // unknown there, not "no limits".
     let has_cgroup = |s: &Side| s.config.keys().any(|k| k == "cgroup.blkio" || k == "cgroup.unified");
     let cgroup_known = has_cgroup(b) && has_cgroup(a);
+    // fio's JSON carries no system configuration at all: every setting is unknown on its side,
+    // never a change (nor a cause).
+    let has_config = |s: &Side| s.config.keys().any(|k| !k.starts_with("job."));
+    let config_known = has_config(b) && has_config(a);
     let has_job = |s: &Side| s.config.keys().any(|k| k.starts_with("job."));
     let jobs_comparable = has_job(b) == has_job(a);
     let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
@@ -461,6 +465,7 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
                 && !one_sided(k)
                 && (jobs_comparable || !k.starts_with("job."))
                 && (cgroup_known || !k.starts_with("cgroup."))
+                && (config_known || k.starts_with("job."))
         })
         .filter_map(|k| {
             let (x, y) = (b.config.get(k), a.config.get(k));
@@ -725,12 +730,14 @@ fn verdict(c: &Comparison) -> String {
     if let Some(first) = c.causes.first() {
         parts.push(format!("Likely cause: {first}."));
     }
-    if !c.unreconciled.is_empty() {
+    if c.phases.is_empty() {
+        parts.push("Latency only (one side has no phase breakdown).".to_owned());
+    } else if !c.unreconciled.is_empty() {
         parts.push(format!(
             "Phases not compared: {} (nothing is drawn from a phase table that does not add up).",
             c.unreconciled.join(" / ")
         ));
-    } else if !c.phases.is_empty() {
+    } else {
         let moved: Vec<&PhaseChange> = {
             let mut m: Vec<&PhaseChange> = c.phases.iter().filter(|p| p.judgement != "within noise").collect();
             m.sort_by(|x, y| y.delta_mean_ns.abs().total_cmp(&x.delta_mean_ns.abs()));
@@ -783,8 +790,6 @@ fn verdict(c: &Comparison) -> String {
                 }
             }
         }
-    } else {
-        parts.push("Latency only (one side has no phase breakdown).".to_owned());
     }
     let counts: Vec<String> = c
         .per_io
@@ -847,6 +852,44 @@ mod tests {
             phases: Some(PHASES.iter().zip(phases).map(|(&n, m)| (n, stat(m))).collect()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn no_phase_is_blamed_from_a_table_that_does_not_add_up() {
+        let b = side([1000.0, 2000.0, 20_000.0, 3000.0], 30_000.0);
+        let mut a = side([1000.0, 2000.0, 60_000.0, 3000.0], 12_000.0);
+        let both = compare(&b, &a);
+        assert_eq!(both.dominant_phase, "device");
+        a.unreconciled = Some(vec!["only 8.0% of the application's 1000 I/Os were followed end to end".into()]);
+        let c = compare(&b, &a);
+        assert_eq!(c.dominant_phase, "none");
+        assert!(!c.causes.iter().any(|x| x.contains("device")), "{:?}", c.causes);
+        assert!(c.causes[0].contains("cannot tell"), "{:?}", c.causes);
+        assert!(c.verdict.contains("Phases not compared: after: only 8.0%"), "{}", c.verdict);
+    }
+
+    #[test]
+    fn a_cgroup_limit_leads_and_an_unknown_cgroup_is_no_change() {
+        let mut b = side([4000.0, 2000.0, 60_000.0, 3000.0], 60_000.0);
+        let mut a = side([10_000_000.0, 2000.0, 60_000.0, 3000.0], 3_000.0);
+        b.config.insert("cgroup.blkio".into(), "/".into());
+        a.config.insert("cgroup.blkio".into(), "/t".into());
+        a.config.insert("cgroup.limits.blkio.throttle.read_iops_device".into(), "254:0 3000".into());
+        b.per_io.insert("share throttled".into(), 0.0);
+        a.per_io.insert("share throttled".into(), 0.106);
+        let c = compare(&b, &a);
+        assert_eq!(
+            c.causes[0],
+            "cgroup I/O limit; blkio.throttle.read_iops_device none -> 254:0 3000; I/Os held by blk-throttle 0.0% -> 10.6%"
+        );
+        assert!(!c.verdict.contains("share throttled"), "shares are not per-I/O counts: {}", c.verdict);
+        // A side with no cgroup captured (an older report) says nothing about limits.
+        b.config.remove("cgroup.blkio");
+        a.per_io.remove("share throttled");
+        b.per_io.remove("share throttled");
+        let c = compare(&b, &a);
+        assert!(c.config_changes.iter().all(|x| !x.key.starts_with("cgroup.")), "{:?}", c.config_changes);
+        assert!(!c.causes.iter().any(|x| x.contains("cgroup")), "{:?}", c.causes);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use iopath::aggregate::summarize;
+use iopath::aggregate::{reconcile, summarize};
 use iopath::model::RawTrace;
 
 fn data(name: &str) -> std::path::PathBuf {
@@ -56,6 +56,8 @@ fn recorded_traces_summarize_to_their_golden_files() {
                 + l.reaped_unmatched
                 + l.dropped
                 + l.recursion_misses
+                + l.ring_drops
+                + l.disordered
         );
     }
 }
@@ -89,4 +91,66 @@ fn losses_and_correlation_are_computed_not_assumed() {
     let empty = summarize(&RawTrace::default(), 0);
     assert_eq!(empty.correlated_fraction, 0.0);
     assert_eq!(empty.phase_sum_mean_ns, 0);
+}
+
+/// The generator's own mean latency from a recorded report.txt ("    lat   mean ...", in us).
+fn recorded_lat_ns(name: &str) -> u64 {
+    let text = std::fs::read_to_string(data(name).join("report.txt")).unwrap();
+    let line = text.lines().find(|l| l.trim_start().starts_with("lat ")).expect("a lat line");
+    let us: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (us * 1000.0) as u64
+}
+
+#[test]
+fn recorded_runs_reconcile_with_their_generator() {
+    for name in ["trace-uring-qd32-virtio", "trace-aio-qd32-virtio"] {
+        let (raw, ios) = recorded(name);
+        let s = summarize(&raw, ios);
+        let r = reconcile(&s, recorded_lat_ns(name));
+        assert!(r.reconciled, "{name}: {:?}", r.reasons);
+        assert!((0.95..=1.05).contains(&r.phase_sum_ratio), "{name}: {}", r.phase_sum_ratio);
+    }
+}
+
+#[test]
+fn a_table_that_does_not_add_up_says_why() {
+    use iopath::model::Counter;
+    let name = "trace-uring-qd32-virtio";
+    let (mut raw, ios) = recorded(name);
+    let lat = recorded_lat_ns(name);
+    // Half the application's I/Os were page-cache hits: not followed, and said so.
+    raw.counters.resize(iopath::model::NR_COUNTERS, 0);
+    raw.counters[Counter::NoBlockIo as usize] = ios;
+    let s = summarize(&raw, ios * 2);
+    let r = reconcile(&s, lat);
+    assert!(!r.reconciled);
+    assert!(r.reasons[0].starts_with("only 50.0% of the application's"), "{:?}", r.reasons);
+    assert!(r.reasons[0].contains("page-cache hits"), "{:?}", r.reasons);
+    // The phases cover two thirds of what the application timed: more than 5% off.
+    let s = summarize(&raw, ios);
+    let r = reconcile(&s, lat * 3 / 2);
+    assert!(!r.reconciled);
+    assert!(r.reasons.iter().any(|x| x.contains("add up to 66.")), "{:?}", r.reasons);
+    // Nothing at all: not reconciled, never a division by zero.
+    let r = reconcile(&summarize(&RawTrace::default(), 0), 0);
+    assert!(!r.reconciled && r.reasons[0].starts_with("no application I/O"), "{:?}", r.reasons);
+}
+
+#[test]
+fn routes_and_syscalls_come_from_the_raw_maps() {
+    use iopath::model::RouteKind;
+    let (mut raw, ios) = recorded("trace-uring-qd32-virtio");
+    raw.routes = vec![0; iopath::model::NR_ROUTE_KINDS * 2];
+    raw.routes[RouteKind::Uring as usize * 2] = ios - 100;
+    raw.routes[RouteKind::Iowq as usize * 2] = 100;
+    raw.routes[RouteKind::Throttled as usize * 2 + 1] = 50;
+    raw.syscalls = vec![(426, ios), (17, ios / 2)];
+    let s = summarize(&raw, ios);
+    let keys: Vec<&str> = s.routes.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["uring", "iowq", "throttled"]);
+    assert_eq!((s.routes[2].reads, s.routes[2].writes), (0, 50));
+    assert!((s.routes[1].share - 100.0 / ios as f64).abs() < 1e-12);
+    assert_eq!(s.syscalls[0].name, "io_uring_enter");
+    assert!((s.syscalls[0].per_io - 1.0).abs() < 1e-12);
+    assert_eq!(s.syscalls[1].name, "pread64");
 }

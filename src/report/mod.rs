@@ -303,7 +303,7 @@ impl Report {
     pub fn with_trace(mut self, t: crate::aggregate::TraceSummary, irq_vectors: Vec<String>) -> Report {
         let total = t.ctx_voluntary + t.ctx_involuntary;
         let mut t = t;
-        t.reconciliation = crate::aggregate::reconcile(&t, self.lat_ns.mean);
+        t.reconciliation = Some(crate::aggregate::reconcile(&t, self.lat_ns.mean));
         if self.job.is_some() {
             // The generator's own view, kept to cross-check the probes.
             self.ctx_switches_getrusage = Some(self.ctx_switches.clone());

@@ -133,7 +133,7 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
 fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<()> {
     let p = &t.phases;
     let sum = t.phase_sum_mean_ns.max(1) as f64;
-    let rec = &t.reconciliation;
+    let rec = t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean));
     if rec.reconciled {
         writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
     } else {
