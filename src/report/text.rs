@@ -204,9 +204,8 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if t.reap_not_seen > 0 {
         writeln!(
             w,
-            "    {:<16}{:>9}",
-            "  waiting (reap)",
-            format!("not seen for {} I/Os: reaped from the CQ ring without a syscall (SQPOLL)", t.reap_not_seen)
+            "    {:<16} not seen for {} I/Os: reaped from the CQ ring without a syscall (SQPOLL)",
+            "  waiting (reap)", t.reap_not_seen
         )?;
     }
     let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
@@ -330,8 +329,15 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         us(t.runq_wait_ns.per_io.round() as u64)
     )?;
     if !t.syscalls.is_empty() {
-        let top: Vec<String> = t.syscalls.iter().take(8).map(|s| format!("{} {:.3}", s.name, s.per_io)).collect();
-        let more = t.syscalls.len().saturating_sub(8);
+        // Those that ran at least once in 1000 I/Os; the JSON report has every one.
+        let top: Vec<String> = t
+            .syscalls
+            .iter()
+            .filter(|s| s.per_io >= 0.001)
+            .take(8)
+            .map(|s| format!("{} {:.3}", s.name, s.per_io))
+            .collect();
+        let more = t.syscalls.len() - top.len();
         writeln!(
             w,
             "  syscalls per I/O  {}{}",
