@@ -203,8 +203,12 @@ pub fn cgroup_io(roots: &SysRoots, pid: u32) -> Option<CgroupIo> {
                 if ctl.split_whitespace().any(|c| c == "io") {
                     out.unified = Some(path.to_owned());
                     collect_limits(m, path, V2_FILES, &mut out.limits);
-                    // iocost is configured on the root only.
-                    collect_limits(m, "/", &["io.cost.qos", "io.cost.model"], &mut out.limits);
+                    // iocost is configured on the root only: named as the root's.
+                    for f in ["io.cost.qos", "io.cost.model"] {
+                        if let Some(v) = read_trim(&m.join(f)).filter(|v| !v.is_empty()) {
+                            out.limits.insert(format!("/: {f}"), v.lines().collect::<Vec<_>>().join("; "));
+                        }
+                    }
                 }
             }
         }
@@ -550,6 +554,46 @@ mod tests {
         let irqs = interrupts(&roots);
         assert_eq!(irqs.get(&36), Some(&(1_201_234 + 5_678, "virtio1-req.0".to_owned())));
         assert_eq!(irqs.get(&0).map(|v| v.0), Some(45));
+    }
+
+    #[test]
+    fn cgroup_io_controls_and_the_device_stack() {
+        let roots = SysRoots::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sysroot"));
+        // v1 blkio: the job's own limit and its parent's, defaults left out.
+        let v1 = cgroup_io(&roots, 4242).expect("a cgroup");
+        assert_eq!(v1.blkio.as_deref(), Some("/batch/job1"));
+        let limits: Vec<(&str, &str)> = v1.limits.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            limits,
+            [
+                ("/batch: blkio.throttle.write_bps_device", "259:0 52428800"),
+                ("blkio.throttle.read_iops_device", "259:0 3000")
+            ]
+        );
+        // v2 (another machine: the io controller sits in one hierarchy only): io.max on the
+        // cgroup, iocost on the root; "default 100" weights are no setting.
+        let v2 = cgroup_io(
+            &SysRoots::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sysroot-cgroup2")),
+            4343,
+        )
+        .expect("a cgroup");
+        assert_eq!(v2.unified.as_deref(), Some("/svc/db"));
+        assert_eq!(v2.limits["io.max"], "259:0 rbps=max wbps=1048576 riops=max wiops=max");
+        assert!(v2.limits["/: io.cost.qos"].starts_with("259:0 enable=1"), "{:?}", v2.limits);
+        assert!(!v2.limits.keys().any(|k| k.contains("io.weight")), "{:?}", v2.limits);
+        // A process that is gone: unknown, not "no limits".
+        assert_eq!(cgroup_io(&roots, 1), None);
+        let stack = device_stack(&roots, &[]);
+        let dm = stack.iter().find(|d| d.name == "dm-0").expect("dm-0");
+        assert_eq!(
+            (dm.kind.as_str(), dm.dm_name.as_deref(), dm.dm_uuid_prefix.as_deref()),
+            ("dm", Some("vg0-data"), Some("LVM-"))
+        );
+        assert_eq!(dm.lower, ["nvme0n1"]);
+        let md = stack.iter().find(|d| d.name == "md0").expect("md0");
+        assert_eq!((md.kind.as_str(), md.md_level.as_deref()), ("md", Some("raid1")));
+        assert_eq!(md.lower, ["nvme0n1", "nvme1n1"]);
+        assert!(!stack.iter().any(|d| d.name == "nvme0n1"), "a plain disk is no stack");
     }
 
     #[test]
