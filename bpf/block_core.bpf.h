@@ -13,9 +13,92 @@
 #include "io_state.bpf.h"
 #include "core_fixes.bpf.h"
 
-/* Split bios are chained to their parent (bio_chain: bi_end_io = bio_chain_endio, bi_private =
- * the parent); a few levels cover a bio split by more than one layer. */
-#define MAX_CHAIN 4
+/* A bio leads to its parent through at most this many hops: splits (bio_chain) and the clones of
+ * stacked devices (dm over dm-crypt over a split ...). */
+#define MAX_CHAIN 6
+
+/*
+ * Stacked devices' own structures, from their modules' BTF (CO-RE; the ___iopath suffix is
+ * dropped when matching). Only the fields read are named. Where a module is not loaded its type
+ * does not exist, and bpf_core_type_exists() makes the branch that reads it dead code, so the
+ * program still loads (core_fixes.bpf.h #12).
+ */
+struct dm_io___iopath {
+	struct bio *orig_bio;
+} __attribute__((preserve_access_index));
+
+struct dm_target_io___iopath {
+	struct dm_io___iopath *io;
+	struct bio clone;
+} __attribute__((preserve_access_index));
+
+struct dm_crypt_io___iopath {
+	struct bio *base_bio;
+} __attribute__((preserve_access_index));
+
+struct r1bio___iopath {
+	struct bio *master_bio;
+} __attribute__((preserve_access_index));
+
+struct md_io_clone___iopath {
+	struct bio *orig_bio;
+	struct bio bio_clone;
+} __attribute__((preserve_access_index));
+
+struct md_io_acct___iopath {
+	struct bio *orig_bio;
+	struct bio bio_clone;
+} __attribute__((preserve_access_index));
+
+/* The bio a clone or split came from (NULL: no clone iopath knows). `*stacked` is set when the
+ * hop crossed a stacked device (a split stays on its device). */
+static __always_inline struct bio *bio_parent(struct bio *bio, __u64 end_io, bool *stacked)
+{
+	if (end_io == targ_chain_end_io)
+		return BPF_CORE_READ(bio, bi_private);
+	/* dm core: the clone sits in a dm_target_io whose dm_io holds the original bio. */
+	if (end_io == targ_dm_end_io && bpf_core_type_exists(struct dm_target_io___iopath)) {
+		struct dm_target_io___iopath *tio =
+		    (void *)((char *)bio -
+			     bpf_core_field_offset(struct dm_target_io___iopath, clone));
+
+		*stacked = true;
+		return BPF_CORE_READ(tio, io, orig_bio);
+	}
+	/* dm-crypt: its clone's bi_private is the dm_crypt_io of the bio dm handed it. */
+	if (end_io == targ_crypt_end_io && bpf_core_type_exists(struct dm_crypt_io___iopath)) {
+		struct dm_crypt_io___iopath *io = BPF_CORE_READ(bio, bi_private);
+
+		*stacked = true;
+		return BPF_CORE_READ(io, base_bio);
+	}
+	/* md raid1: each leg's bio points at the r1bio of the bio md was given. */
+	if ((end_io == targ_raid1_read_end_io || end_io == targ_raid1_write_end_io) &&
+	    bpf_core_type_exists(struct r1bio___iopath)) {
+		struct r1bio___iopath *r1 = BPF_CORE_READ(bio, bi_private);
+
+		*stacked = true;
+		return BPF_CORE_READ(r1, master_bio);
+	}
+	/* md's accounting clone of the original bio: md_io_clone (6.3+), md_io_acct before. */
+	if (end_io == targ_md_clone_end_io && bpf_core_type_exists(struct md_io_clone___iopath)) {
+		struct md_io_clone___iopath *c =
+		    (void *)((char *)bio -
+			     bpf_core_field_offset(struct md_io_clone___iopath, bio_clone));
+
+		*stacked = true;
+		return BPF_CORE_READ(c, orig_bio);
+	}
+	if (end_io == targ_md_clone_end_io && bpf_core_type_exists(struct md_io_acct___iopath)) {
+		struct md_io_acct___iopath *c =
+		    (void *)((char *)bio -
+			     bpf_core_field_offset(struct md_io_acct___iopath, bio_clone));
+
+		*stacked = true;
+		return BPF_CORE_READ(c, orig_bio);
+	}
+	return NULL;
+}
 
 /* The I/O a direct-I/O kiocb belongs to: the kiocb itself is the io_kiocb's first member for
  * io_uring; aio's sits at offset 0 of the aio_kiocb, whose user iocb and kioctx name it. */
@@ -35,22 +118,27 @@ static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc)
 /*
  * The key of the I/O a bio belongs to (0: not an application direct I/O iopath follows). Which
  * structure holds the owner is told by the bio's end_io: iomap (ext4, xfs files) and the block
- * device's own direct I/O; sync I/O is owned by the task that waits for it.
+ * device's own direct I/O; sync I/O is owned by the task that waits for it. Splits and stacked
+ * devices' clones are walked back to the bio the application's I/O made (`*stacked`: through a
+ * stacked device).
  */
-static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc)
+static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *stacked)
 {
 	__u64 end_io = 0;
+	struct bio *up;
 	int i;
 
 	*disc = 0;
+	*stacked = false;
 	for (i = 0; i < MAX_CHAIN; i++) {
 		end_io = (__u64)BPF_CORE_READ(bio, bi_end_io);
-		if (!end_io || end_io != targ_chain_end_io)
+		if (!end_io)
+			return 0;
+		up = bio_parent(bio, end_io, stacked);
+		if (!up)
 			break;
-		bio = BPF_CORE_READ(bio, bi_private);
+		bio = up;
 	}
-	if (!end_io)
-		return 0;
 	if (end_io == targ_iomap_end_io) {
 		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
 		struct kiocb *iocb = BPF_CORE_READ(dio, iocb);
@@ -73,9 +161,10 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc)
 		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc);
 	}
 	/* A block device's small sync direct I/O waits in submit_bio_wait on its own stack: the
-	 * waiter is the task submitting it (a throttled one is released by a kworker, where the
-	 * owner cannot be told: counted untagged). */
-	if (end_io == targ_bio_wait_end_io)
+	 * waiter is the task submitting it. From a kworker (blk-throttle's release, dm-crypt's
+	 * workers) the owner cannot be told: not followed. */
+	if (end_io == targ_bio_wait_end_io &&
+	    !(bpf_get_current_task_btf()->flags & (PF_WQ_WORKER | PF_IO_WORKER)))
 		return bpf_get_current_task();
 	return 0;
 }
@@ -84,10 +173,10 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc)
 /* bio -> the I/O that owns it (a cache of io_key_of_bio, see struct link_slot). */
 SLOT_TABLE(links, link_slot, LINK_MATCH)
 
-static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio)
+static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio, bool *stacked)
 {
 	__u32 disc;
-	__u64 key = io_key_of_bio(bio, &disc);
+	__u64 key = io_key_of_bio(bio, &disc, stacked);
 
 	return key ? ios_find(key, disc) : NULL;
 }
@@ -98,15 +187,16 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 {
 	struct link_slot *l = links_find((__u64)bio, 0);
 	struct io_slot *s;
+	bool stacked;
 
 	if (!l)
-		return io_of_bio_derived(bio);
+		return io_of_bio_derived(bio, &stacked);
 	s = ios_find(l->io_key, l->disc);
 	if (s && s->r.submit_ts != l->start)
 		s = NULL;
 	if (release)
 		slot_release(&l->key);
-	return s ? s : io_of_bio_derived(bio);
+	return s ? s : io_of_bio_derived(bio, &stacked);
 }
 
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
@@ -117,9 +207,10 @@ static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall
 	struct task_struct *cur;
 	struct link_slot *l;
 	struct io_slot *s;
-	bool existed;
+	bool existed, stacked;
+	__u64 now;
 
-	s = io_of_bio_derived(bio);
+	s = io_of_bio_derived(bio, &stacked);
 	if (!s) {
 		if (in_traced_syscall)
 			count(C_BIOS_UNTAGGED, 1);
@@ -131,9 +222,16 @@ static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall
 		l->disc = s->disc;
 		l->start = s->r.submit_ts;
 	}
+	now = bpf_ktime_get_ns();
+	/* A clone on a stacked device's lower device: the top bio was queued before it. */
+	if (stacked) {
+		s->r.mode |= RF_STACKED;
+		if (!s->lower_queue_ts)
+			s->lower_queue_ts = now;
+	}
 	if (s->r.queue_ts)
 		return;
-	s->r.queue_ts = bpf_ktime_get_ns();
+	s->r.queue_ts = now;
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
 	cur = bpf_get_current_task_btf();
@@ -202,6 +300,22 @@ static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 n
 	if (next)
 		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
 	return c.tracked;
+}
+
+/* A bio ended (block_bio_complete; attached only where stacked devices exist). The top bio of a
+ * stacked device never became a request, so its link is still held: its end is the end of the
+ * stacked layer's completion work, and the link is freed here. */
+static __always_inline void on_bio_complete(struct bio *bio)
+{
+	struct link_slot *l = links_find((__u64)bio, 0);
+	struct io_slot *s;
+
+	if (!l)
+		return;
+	s = ios_find(l->io_key, l->disc);
+	if (s && s->r.submit_ts == l->start && (s->r.mode & RF_STACKED) && !s->top_end_ts)
+		s->top_end_ts = bpf_ktime_get_ns();
+	slot_release(&l->key);
 }
 
 #endif /* IOPATH_BLOCK_CORE_BPF_H */

@@ -32,6 +32,11 @@
  *    those two offsets (both 0 on 6.1 through 6.18), read with CO-RE.
  * 10. PF_IO_WORKER (io_uring's SQ thread and io-wq workers, 5.12) and PF_WQ_WORKER (kworkers) are
  *    #defines, absent from BTF: their values have not changed since.
+ * 12. Stacked devices' structures live in their modules' BTF (dm_mod, dm_crypt, raid1, md_mod)
+ *    and exist only while those are loaded; block_core.bpf.h reads them behind
+ *    bpf_core_type_exists(). md's accounting clone of the original bio is struct md_io_acct
+ *    with md_end_io_acct before 6.3 and struct md_io_clone with md_end_clone_io since ("md:
+ *    use a new bio_set for md_account_bio", Yu Kuai): both have orig_bio and bio_clone.
  * 11. The I/O syscalls' numbers are x86_64's (arch/x86/entry/syscalls/syscall_64.tbl), the
  *    only architecture the tp_btf syscall programs read registers for.
  */

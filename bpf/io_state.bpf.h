@@ -85,6 +85,8 @@ static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 sta
 	s->punt_ts = 0;
 	s->nvme_ts = 0;
 	s->nvme_done_ts = 0;
+	s->lower_queue_ts = 0;
+	s->top_end_ts = 0;
 	s->r.tag = key;
 	s->r.submit_ts = start;
 	s->r.queue_ts = 0;
@@ -115,6 +117,11 @@ static __always_inline void io_route_subphases(struct io_slot *s)
 		record(PH_THROTTLED, r->queue_ts - r->submit_ts);
 	if (s->nrq > 1)
 		r->mode |= RF_SPLIT;
+	if ((r->mode & RF_STACKED) && s->lower_queue_ts >= r->queue_ts)
+		record(PH_STACK_DOWN, s->lower_queue_ts - r->queue_ts);
+	if ((r->mode & RF_STACKED) && s->top_end_ts && r->complete_ts &&
+	    s->top_end_ts >= r->complete_ts)
+		record(PH_STACK_UP, s->top_end_ts - r->complete_ts);
 }
 
 /* The end of an I/O's trip: reaped at r->reap_ts (or, RF_NO_REAP, when posted). */
@@ -169,6 +176,8 @@ static __always_inline void io_close(struct io_record *r)
 		count_route(RK_SPLIT, write);
 	if (r->mode & RF_HIPRI)
 		count_route(RK_HIPRI, write);
+	if (r->mode & RF_STACKED)
+		count_route(RK_STACKED, write);
 	/* The span starts at the first I/O that reached a device, not at the first read of any
 	 * file (a traced command's loader reads its libraries through the page cache). */
 	if (!first_submit_ts || r->submit_ts < first_submit_ts)

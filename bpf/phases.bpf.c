@@ -36,6 +36,12 @@ const volatile __u64 targ_blkdev_end_io_async = 0;
 const volatile __u64 targ_bio_wait_end_io = 0;
 const volatile __u64 targ_chain_end_io = 0;
 const volatile __u64 targ_aio_complete = 0;
+/* ... and the stacked devices' clones (module symbols; 0 where the module is not loaded). */
+const volatile __u64 targ_dm_end_io = 0;
+const volatile __u64 targ_crypt_end_io = 0;
+const volatile __u64 targ_raid1_read_end_io = 0;
+const volatile __u64 targ_raid1_write_end_io = 0;
+const volatile __u64 targ_md_clone_end_io = 0;
 
 /* Set by userspace once every link is attached, so attach order cannot skew counts. */
 volatile __u32 enabled = 0;
@@ -641,6 +647,23 @@ static __always_inline int bio_queue(struct bio *bio)
 	t = task_ctx(false);
 	in_sys = t && t->in_sys && tgid_traced(bpf_get_current_pid_tgid() >> 32);
 	on_bio_queue(bio, in_sys);
+	return 0;
+}
+
+/* Only where stacked devices exist (userspace decides): the top bio's end. */
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(bio_complete_btf, struct request_queue *q, struct bio *bio)
+{
+	if (enabled)
+		on_bio_complete(bio);
+	return 0;
+}
+
+SEC("raw_tp/block_bio_complete")
+int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
+{
+	if (enabled)
+		on_bio_complete(bio);
 	return 0;
 }
 

@@ -39,13 +39,20 @@ enum phase {
 	PH_NVME = 8,	    /* block_rq_issue -> nvme_complete_rq (in PH_DEVICE) */
 	PH_NVME_SUBMIT = 9, /* block_rq_issue -> nvme_queue_rq returns: doorbell (fexit/kprobe) */
 	PH_NVME_END = 10,   /* nvme_complete_rq -> block_rq_complete (in PH_DEVICE) */
-	/* Route sub-phases, each inside PH_SUBMISSION and recorded only for I/Os on that route. */
-	PH_PICKUP = 11, /* SQPOLL: the application queued the SQE -> the SQ thread submitted it */
-	PH_IOWQ =
-	    12, /* io-wq: punted -> a worker queued the bio (queue wait + the worker's issue) */
-	PH_THROTTLED =
-	    13, /* start -> bio queued by the kworker that blk-throttle released it from */
-	NR_PHASES = 14,
+	/* Route sub-phases, each inside PH_SUBMISSION and recorded only for I/Os on that route:
+	 * PICKUP (SQPOLL): the application queued the SQE -> the SQ thread submitted it;
+	 * IOWQ: punted -> a worker queued the bio (queue wait + the worker's own issue);
+	 * THROTTLED: start -> bio queued by the kworker that blk-throttle released it from. */
+	PH_PICKUP = 11,
+	PH_IOWQ = 12,
+	PH_THROTTLED = 13,
+	/* Stacked devices (dm, md), the top device's own work around the lower device's requests:
+	 * STACK_DOWN: top bio queued -> first lower bio queued (dm map, dm-crypt encrypt; in
+	 * BLOCK); STACK_UP: last lower request completed -> top bio ended (decrypt, md; in
+	 * COMPLETION). */
+	PH_STACK_DOWN = 14,
+	PH_STACK_UP = 15,
+	NR_PHASES = 16,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
@@ -100,6 +107,7 @@ enum route_flag {
 	RF_WRITE = 1 << 20,
 	RF_HIPRI = 1 << 21,   /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
 	RF_NO_REAP = 1 << 22, /* closed when posted: the reap is not visible to any probe */
+	RF_STACKED = 1 << 23, /* went through a stacked device: its bios were cloned (dm, md) */
 };
 #define MODE_MASK 0xffff
 
@@ -113,7 +121,8 @@ enum route_kind {
 	RK_THROTTLED = 5, /* also counted under its submit route */
 	RK_SPLIT = 6,	  /* likewise */
 	RK_HIPRI = 7,	  /* likewise */
-	NR_ROUTE_KINDS = 8,
+	RK_STACKED = 8,	  /* likewise */
+	NR_ROUTE_KINDS = 9,
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 
@@ -170,7 +179,9 @@ struct io_slot {
 	__u64 pickup_ts; /* io_uring_submit_req */
 	__u64 punt_ts;	 /* io_uring_queue_async_work */
 	__u64 nvme_ts;	 /* nvme_setup_cmd of its (last) request */
-	__u64 nvme_done_ts; /* nvme_complete_rq of its (last) request */
+	__u64 nvme_done_ts;   /* nvme_complete_rq of its (last) request */
+	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
+	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
 	struct io_record r;
 };
 

@@ -59,6 +59,14 @@ pub struct Phases {
     /// (part of `submission`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttled: Option<PhaseStats>,
+    /// Stacked devices only: the top bio queued -> the first clone queued on a lower device (dm's
+    /// mapping, dm-crypt's encryption; part of `block`) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacked_down: Option<PhaseStats>,
+    /// ... and the last lower request completed -> the top bio ended (dm-crypt's decryption,
+    /// md's completion; part of `completion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacked_up: Option<PhaseStats>,
 }
 
 /// I/Os that took one route (or had one property: throttled, split, hipri).
@@ -245,6 +253,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         sqpoll_pickup: opt(Phase::Pickup),
         iowq: opt(Phase::Iowq),
         throttled: opt(Phase::Throttled),
+        stacked_down: opt(Phase::StackDown),
+        stacked_up: opt(Phase::StackUp),
     };
     let phase_sum_mean_ns =
         phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
@@ -335,6 +345,7 @@ fn route_key(k: RouteKind) -> &'static str {
         RouteKind::Throttled => "throttled",
         RouteKind::Split => "split",
         RouteKind::Hipri => "hipri",
+        RouteKind::Stacked => "stacked",
     }
 }
 
@@ -370,8 +381,8 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
         }
         if t.unlinked > 0 {
             why.push_str(&format!(
-                "; {} reached the block layer but no request linked back to them (a stacked device: dm/md clones \
-                 on the lower device are not followed yet)",
+                "; {} reached the block layer but no request linked back to them (a stacked device whose clones \
+                 iopath cannot walk back: not dm-linear, dm-crypt or md raid1, or its module has no BTF)",
                 t.unlinked
             ));
         }

@@ -8,10 +8,10 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 14;
+pub const NR_PHASES: usize = 16;
 pub const NR_COUNTERS: usize = 30;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
-pub const NR_ROUTE_KINDS: usize = 8;
+pub const NR_ROUTE_KINDS: usize = 9;
 pub const NR_SYSCALL_SLOTS: usize = 512;
 
 /// `enum phase` of bpf/phases.h.
@@ -31,6 +31,8 @@ pub enum Phase {
     Pickup = 11,
     Iowq = 12,
     Throttled = 13,
+    StackDown = 14,
+    StackUp = 15,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -44,6 +46,7 @@ pub enum RouteKind {
     Throttled = 5,
     Split = 6,
     Hipri = 7,
+    Stacked = 8,
 }
 
 impl RouteKind {
@@ -56,6 +59,7 @@ impl RouteKind {
         RouteKind::Throttled,
         RouteKind::Split,
         RouteKind::Hipri,
+        RouteKind::Stacked,
     ];
 
     /// The report's name for it.
@@ -69,6 +73,7 @@ impl RouteKind {
             RouteKind::Throttled => "throttled (blk-throttle)",
             RouteKind::Split => "split (several requests)",
             RouteKind::Hipri => "RWF_HIPRI (polled sync)",
+            RouteKind::Stacked => "stacked device (dm, md)",
         }
     }
 

@@ -241,3 +241,78 @@ fn traced_fio_in_guest() {
         assert!((ours / fio_iops - 1.0).abs() < 0.05, "{kernel}: iopath {ours} vs fio {fio_iops} IOPS");
     }
 }
+
+/// The stack boots must exist whenever the run's scenario includes them: a results folder is
+/// named after its scenario (`quick-...`, `stack-...`, `all-...`).
+fn stack_boots() -> Vec<(String, PathBuf)> {
+    let b = boots("stack");
+    let name = results().file_name().unwrap().to_string_lossy().into_owned();
+    let expected = ["quick-", "stack-", "all-"].iter().any(|p| name.starts_with(p));
+    if expected {
+        assert!(!b.is_empty(), "{name}: the scenario boots the stack guest, but no stack-* folder came back");
+    } else {
+        eprintln!("stacked_devices_and_cgroup2: NOT RUN, the '{name}' scenario boots no stack guest");
+    }
+    b
+}
+
+fn route_share(r: &Value, key: &str) -> f64 {
+    r["routes"].as_array().unwrap().iter().find(|x| x["key"] == key).map_or(0.0, |x| x["share"].as_f64().unwrap())
+}
+
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn stacked_devices_and_cgroup2() {
+    for (kernel, dir) in stack_boots() {
+        steps_ok(&dir);
+        let mut up = Vec::new();
+        for (step, kind, lower) in [
+            ("dm-linear", "dm", &["nvme0n1"][..]),
+            ("dm-crypt", "dm", &["nvme0n1"]),
+            ("md-raid1", "md", &["nvme0n1", "nvme1n1"]),
+        ] {
+            let r = json(&dir.join(step).join("report.json"));
+            let what = format!("{kernel} {step}");
+            let ios = r["ios"].as_u64().unwrap();
+            assert!(ios > 1000, "{what}: {ios} I/Os");
+            // Every I/O on the top device followed through its clones on the lower device(s).
+            let corr = r["correlated_fraction"].as_f64().unwrap();
+            assert!(corr >= 0.99, "{what}: correlated {corr}; {}", r["lost_events"]);
+            assert!(route_share(&r, "stacked") >= 0.99, "{what}: {}", r["routes"]);
+            assert_eq!(r["unlinked"], 0, "{what}");
+            for sub in ["stacked_down", "stacked_up"] {
+                let n = r["phases"][sub]["count"].as_u64().unwrap_or(0);
+                assert!(n as f64 >= 0.99 * ios as f64, "{what}: {sub} {}", r["phases"][sub]);
+            }
+            // The lower device's NVMe split still lands on the same I/Os.
+            let drv = r["phases"]["nvme_driver"]["count"].as_u64().unwrap_or(0);
+            assert!(drv as f64 >= 0.99 * ios as f64, "{what}: nvme_driver {drv} of {ios}");
+            // The stack is in the report's configuration, with what lies beneath.
+            let stack = r["config"]["stack"].as_array().unwrap_or_else(|| panic!("{what}: no config.stack"));
+            let top = stack.iter().find(|d| d["kind"] == kind).unwrap_or_else(|| panic!("{what}: {stack:?}"));
+            let below: Vec<&str> = top["lower"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
+            assert_eq!(below, lower, "{what}");
+            up.push(r["phases"]["stacked_up"]["mean_ns"].as_f64().unwrap());
+        }
+        if let Some(level) = json(&dir.join("md-raid1/report.json"))["config"]["stack"][0]["md_level"].as_str() {
+            assert_eq!(level, "raid1", "{kernel}");
+        }
+        // dm-crypt decrypts reads after the lower device completes them: its stacked (up) time
+        // dwarfs dm-linear's (x90-x350 under emulation).
+        assert!(up[1] > 5.0 * up[0], "{kernel}: stacked up dm-crypt {} vs dm-linear {} ns", up[1], up[0]);
+        // dm-crypt cannot take io_uring's non-blocking issue, so io_uring punts every read to
+        // io-wq on its own: the kernel's choice, followed as the io-wq route.
+        let crypt = json(&dir.join("dm-crypt/report.json"));
+        assert!(route_share(&crypt, "iowq") >= 0.5, "{kernel}: {}", crypt["routes"]);
+        // cgroup v2 io.max riops=300: blk-throttle holds the rest; the limit is the reference.
+        let r = json(&dir.join("cgroup2-io-max/report.json"));
+        let iops = r["iops"].as_f64().unwrap();
+        assert!(iops <= 300.0 * 1.15, "{kernel}: {iops} IOPS under riops=300");
+        assert!(route_share(&r, "throttled") > 0.05, "{kernel}: {}", r["routes"]);
+        assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99, "{kernel}: {}", r["lost_events"]);
+        assert_eq!(r["reconciliation"]["reconciled"], true, "{kernel}: {}", r["reconciliation"]);
+        let cg = &r["config"]["cgroup"];
+        assert_eq!(cg["unified"], "/t", "{kernel}: {cg}");
+        assert!(cg["limits"]["io.max"].as_str().unwrap_or("").contains("riops=300"), "{kernel}: {cg}");
+    }
+}

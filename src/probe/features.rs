@@ -86,7 +86,13 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
     TracepointSpec {
         group: "block",
         names: &["block_bio_remap"],
-        used_for: "bio remapped to a lower device (dm, md, partitions): stacked devices, not linked yet",
+        used_for: "bio remapped to a lower device (dm, md, partitions): not needed, clones are walked back",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_bio_complete"],
+        used_for: "a bio ended: the top bio of a stacked device (attached where dm or md is loaded)",
         required: false,
     },
     TracepointSpec {
@@ -174,6 +180,17 @@ pub const OWNER_SYMBOLS: &[&str] = &[
     "aio_complete_rw",
 ];
 
+/// The stacked devices' clone end_io handlers (module symbols: present while dm_mod, dm_crypt,
+/// raid1 and md_mod are loaded), in the order of the targ_* rodata they fill.
+pub const STACK_SYMBOLS: &[&str] = &[
+    "clone_endio",
+    "crypt_endio",
+    "raid1_end_read_request",
+    "raid1_end_write_request",
+    "md_end_clone_io",
+    "md_end_io_acct",
+];
+
 /// A route an I/O can take, and what following it needs on this kernel. `iopath doctor` lists
 /// every route with whether it is followed here; the trace session loads the same tracepoints
 /// and symbols.
@@ -245,14 +262,11 @@ pub const ROUTES: &[RouteSpec] = &[
         unsupported: None,
     },
     RouteSpec {
-        name: "stacked devices (device-mapper, md)",
-        tracepoints: &[("block", &["block_bio_remap"])],
-        symbols: &[],
-        note: "",
-        unsupported: Some(
-            "an I/O on a dm/md device is followed through its own bios on the top device only: the clones on the \
-             lower devices are not linked yet, so such a trace does not reconcile and says so",
-        ),
+        name: "stacked devices (dm-linear, dm-crypt, md raid1)",
+        tracepoints: &[("block", &["block_bio_complete"])],
+        symbols: &["clone_endio", "raid1_end_read_request"],
+        note: "clones on the lower devices are walked back to the top bio; stacked sub-phases: down (dm map, encrypt) and up (decrypt)",
+        unsupported: None,
     },
     RouteSpec {
         name: "buffered I/O: page cache, readahead, writeback, fsync",

@@ -62,6 +62,8 @@ mod mirrors {
     const _: () = assert!(route_kind::RK_HIPRI.0 == RouteKind::Hipri as u32);
     // Every variant, not only the spot checks above: the last one of each sits at NR - 1.
     const _: () = assert!(Counter::Unlinked as usize == NR_COUNTERS - 1);
-    const _: () = assert!(Phase::Throttled as usize == NR_PHASES - 1);
-    const _: () = assert!(RouteKind::Hipri as usize == NR_ROUTE_KINDS - 1);
+    const _: () = assert!(phase::PH_STACK_UP.0 == Phase::StackUp as u32);
+    const _: () = assert!(route_kind::RK_STACKED.0 == RouteKind::Stacked as u32);
+    const _: () = assert!(Phase::StackUp as usize == NR_PHASES - 1);
+    const _: () = assert!(RouteKind::Stacked as usize == NR_ROUTE_KINDS - 1);
 }

@@ -84,6 +84,7 @@ struct PhasesPlan {
     uring_sqe: bool,
     uring_complete: bool,
     uring_async: bool,
+    stacked: bool,
     sys_enter: bool,
     sys_exit: bool,
     nvme_tp: bool,
@@ -110,6 +111,15 @@ fn configure_phases(
         ro.targ_bio_wait_end_io = ksyms["submit_bio_wait_endio"];
         ro.targ_chain_end_io = ksyms["bio_chain_endio"];
         ro.targ_aio_complete = ksyms["aio_complete_rw"];
+        ro.targ_dm_end_io = ksyms["clone_endio"];
+        ro.targ_crypt_end_io = ksyms["crypt_endio"];
+        ro.targ_raid1_read_end_io = ksyms["raid1_end_read_request"];
+        ro.targ_raid1_write_end_io = ksyms["raid1_end_write_request"];
+        // md's accounting clone: md_end_clone_io since 6.3, md_end_io_acct before (core_fixes #12).
+        ro.targ_md_clone_end_io = match ksyms["md_end_clone_io"] {
+            0 => ksyms["md_end_io_acct"],
+            a => a,
+        };
     }
     let p = &mut p_open.progs;
     p.submit_req.set_autoload(btf && plan.uring_req);
@@ -119,6 +129,8 @@ fn configure_phases(
     p.uring_complete_raw.set_autoload(!btf && plan.uring_complete);
     p.queue_async_work.set_autoload(btf && plan.uring_async);
     p.queue_async_work_raw.set_autoload(!btf && plan.uring_async);
+    p.bio_complete_btf.set_autoload(btf && plan.stacked);
+    p.bio_complete_raw.set_autoload(!btf && plan.stacked);
     p.bio_queue_btf.set_autoload(btf);
     p.bio_queue_raw.set_autoload(!btf);
     p.rq_issue_btf.set_autoload(btf);
@@ -154,7 +166,10 @@ fn failing_prog(log_line: &str) -> Option<String> {
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
     let has = |g: &str, n: &str| tfs.has_event(g, n);
-    let ksyms = super::kallsyms::lookup(super::features::OWNER_SYMBOLS);
+    let ksyms = super::kallsyms::lookup(&[super::features::OWNER_SYMBOLS, super::features::STACK_SYMBOLS].concat());
+    // The top bio's end (block_bio_complete) matters only where a stacked device can clone bios:
+    // without one, it would cost a lookup per bio for nothing.
+    let stacked = super::features::STACK_SYMBOLS.iter().any(|s| ksyms[*s] != 0);
     let btf = !opts.force_raw_tp;
     let uring_req = has("io_uring", "io_uring_submit_req");
     let uring_sqe = !uring_req && has("io_uring", "io_uring_submit_sqe");
@@ -173,6 +188,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         uring_sqe,
         uring_complete,
         uring_async,
+        stacked,
         sys_enter,
         sys_exit,
         nvme_tp: nvme,
@@ -315,6 +331,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             name: "block:block_bio_queue",
             required: true,
             prog: Some(if btf { &pp.bio_queue_btf } else { &pp.bio_queue_raw }),
+            tracepoint: None,
+        },
+        Hook {
+            name: "block:block_bio_complete",
+            required: false,
+            prog: stacked.then_some(if btf { &pp.bio_complete_btf } else { &pp.bio_complete_raw }),
             tracepoint: None,
         },
         Hook {

@@ -166,6 +166,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             }
         }
         row(w, "block layer", &p.block, true)?;
+        if let Some(s) = &p.stacked_down {
+            row(w, "  stacked (down)", s, false)?;
+        }
         if let Some(d) = &p.nvme_driver {
             row(w, "  nvme driver", d, false)?;
         }
@@ -191,6 +194,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
         }
         row(w, "completion", &p.completion, true)?;
+        if let Some(s) = &p.stacked_up {
+            row(w, "  stacked (up)", s, false)?;
+        }
         match &p.completion_posted {
             Some(posted) => row(w, "  posted", posted, false)?,
             None => {
