@@ -204,6 +204,8 @@ pub struct RouteSpec {
     pub note: &'static str,
     /// Not followed on any kernel yet, and why.
     pub unsupported: Option<&'static str>,
+    /// What a missing symbol means for this route, when more than "not in this kernel".
+    pub without_symbols: Option<&'static str>,
 }
 
 const SYSCALLS: (&str, &[&str]) = ("raw_syscalls", &["sys_enter"]);
@@ -218,6 +220,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: DIRECT_IO,
         note: "O_DIRECT reads and writes; reaped at the io_uring_enter that returns after posting",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "io_uring SQPOLL (SQ thread)",
@@ -225,6 +228,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: DIRECT_IO,
         note: "ends when posted: the application reads the CQ ring without a syscall; the pickup is timed for the bundled generator",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "io_uring io-wq (worker)",
@@ -232,6 +236,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: DIRECT_IO,
         note: "IOSQE_ASYNC and the kernel's own punts: the io-wq sub-phase is punt -> the worker queued the bio",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "libaio",
@@ -239,6 +244,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: &["aio_complete_rw"],
         note: "io_submit claims each iocb, io_getevents reaps it",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "sync read/write/pread/preadv2 (and writes)",
@@ -246,6 +252,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: &["iomap_dio_bio_end_io", "submit_bio_wait_endio", "blkdev_bio_end_io"],
         note: "O_DIRECT I/O inside the syscall, RWF_HIPRI too; reads the page cache served count as 'no block I/O'",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "throttled (blk-throttle, cgroup I/O limits)",
@@ -253,6 +260,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: DIRECT_IO,
         note: "bios a kworker releases later are followed from any context; the throttled sub-phase is start -> released",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "split bios and merged requests",
@@ -260,6 +268,7 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: &["bio_chain_endio"],
         note: "every request of an I/O stamps it: device = first issue -> last completion",
         unsupported: None,
+        without_symbols: None,
     },
     RouteSpec {
         name: "stacked devices (dm-linear, dm-crypt, md raid1)",
@@ -267,6 +276,10 @@ pub const ROUTES: &[RouteSpec] = &[
         symbols: &["clone_endio", "raid1_end_read_request"],
         note: "clones on the lower devices are walked back to the top bio; stacked sub-phases: down (dm map, encrypt) and up (decrypt)",
         unsupported: None,
+        without_symbols: Some(
+            "no device-mapper or md module is loaded here (clone_endio, raid1_end_read_request not in /proc/kallsyms): \
+             there is no stacked device to follow; load dm_mod / md_mod (creating a device does) and run doctor again",
+        ),
     },
     RouteSpec {
         name: "buffered I/O: page cache, readahead, writeback, fsync",
@@ -277,6 +290,7 @@ pub const ROUTES: &[RouteSpec] = &[
             "reads the page cache serves are counted ('no block I/O'); the readahead and writeback bios behind \
              buffered I/O are not linked to the application's reads and writes yet",
         ),
+        without_symbols: None,
     },
 ];
 
@@ -303,9 +317,14 @@ pub fn routes(has: &dyn Fn(&str, &str) -> bool, symbols: &std::collections::Hash
                 .map(|(g, names)| format!("tracepoint {g}:{}", names[0]))
                 .collect();
             if !r.symbols.is_empty() && !r.symbols.iter().any(|s| symbols.get(*s).is_some_and(|&a| a != 0)) {
-                missing.push(format!(
-                    "kernel symbol {} in /proc/kallsyms (hidden from non-root, or not in this kernel)",
-                    r.symbols.join(" / ")
+                missing.push(r.without_symbols.map_or_else(
+                    || {
+                        format!(
+                            "kernel symbol {} in /proc/kallsyms (hidden from non-root, or not in this kernel)",
+                            r.symbols.join(" / ")
+                        )
+                    },
+                    str::to_owned,
                 ));
             }
             if let Some(why) = r.unsupported {
