@@ -25,7 +25,8 @@ const volatile bool targ_tree = false;
 /* Emit one io_record per reaped I/O into `events`. */
 const volatile bool targ_events = false;
 /* The traced application (the bundled generator) stamps each SQE's user_data with the time it
- * queued it (low 48 bits of CLOCK_MONOTONIC ns, above a 16-bit slot): SQPOLL's pickup. */
+ * queued it (the low UD_STAMP_BITS of CLOCK_MONOTONIC ns, above a UD_SLOT_BITS slot index that
+ * is unique across its workers): SQPOLL's pickup, and the posted_at clock below. */
 const volatile bool targ_uring_stamp = false;
 /* Count the traced threads' system calls by number. */
 const volatile bool targ_syscalls = true;
@@ -84,6 +85,20 @@ struct {
 	__type(value, __u64);
 } syscalls SEC(".maps");
 
+/*
+ * SQPOLL with the bundled generator: when the completion in each slot was posted. The
+ * application takes completions from the CQ ring with no syscall, so no probe sees the reap; the
+ * generator, which runs in the tracer's process, reads this array (mmap) as it takes each CQE and
+ * times its own wait against the same clock. Sized by userspace (jobs x qd).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} posted_at SEC(".maps");
+
 /* Requests per hardware queue: HW_QUEUE_KEY(type, id) (NVMe: poll vs irq queues). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -101,6 +116,7 @@ struct io_record _io_record = {};
 enum phase _phase = NR_PHASES;
 enum counter _counter = NR_COUNTERS;
 enum route_kind _route_kind = NR_ROUTE_KINDS;
+enum ud_bits _ud_bits = UD_SLOT_BITS;
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {
@@ -122,14 +138,14 @@ static __always_inline struct task_ctx *task_ctx(bool create)
 
 /* ---- route: io_uring (the submitting thread, the SQ thread, io-wq workers) ---- */
 
-/* The application's SQE stamp (targ_uring_stamp): 48 bits of ns, unwrapped against now. */
+/* The application's SQE stamp (targ_uring_stamp): UD_STAMP_BITS of ns, unwrapped against now. */
 static __always_inline __u64 uring_stamp(struct io_kiocb *req, __u64 now)
 {
-	__u64 t = io_req_user_data(req) >> 16, mask = (1ULL << 48) - 1;
+	__u64 t = io_req_user_data(req) >> UD_SLOT_BITS, mask = (1ULL << UD_STAMP_BITS) - 1;
 	__u64 ts = (now & ~mask) | t;
 
 	if (ts > now)
-		ts -= 1ULL << 48;
+		ts -= 1ULL << UD_STAMP_BITS;
 	/* A stamp from before this run, or none: the SQ thread's pickup is the start. */
 	return now - ts < 10000000000ULL ? ts : now;
 }
@@ -207,6 +223,13 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 	cur = bpf_get_current_task_btf();
 	if (cur->flags & PF_IO_WORKER) {
 		s->r.mode |= RF_NO_REAP;
+		if (targ_uring_stamp) {
+			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
+			__u64 *at = bpf_map_lookup_elem(&posted_at, &idx);
+
+			if (at)
+				*at = now;
+		}
 		io_close_slot(s, now);
 		return 0;
 	}

@@ -126,6 +126,13 @@ enum route_kind {
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 
+/* The bundled generator's io_uring user_data: a slot index unique across its workers in the low
+ * UD_SLOT_BITS, the time it queued the I/O above (src/loadgen/uring.rs mirrors these). */
+enum ud_bits {
+	UD_SLOT_BITS = 20,
+	UD_STAMP_BITS = 64 - UD_SLOT_BITS,
+};
+
 /* System calls per I/O: counted per number for the traced threads. */
 #define NR_SYSCALL_SLOTS 512
 

@@ -182,6 +182,14 @@ impl Job {
         if self.engine != EngineKind::Uring && (self.sqpoll || self.iopoll || self.fixed_bufs) {
             bail!("--sqpoll, --iopoll and --fixed-bufs are io_uring options: use --engine uring");
         }
+        // Each io_uring I/O carries its slot index across workers in 20 bits of its user_data.
+        if self.engine == EngineKind::Uring && u64::from(self.jobs) * u64::from(self.qd) > 1 << 20 {
+            bail!(
+                "--jobs {} x --qd {} is more than the 1048576 I/Os in flight io_uring runs can number: lower one of them",
+                self.jobs,
+                self.qd
+            );
+        }
         if self.force_async && self.engine != EngineKind::Uring {
             bail!("--force-async is an io_uring option (IOSQE_ASYNC): use --engine uring");
         }

@@ -54,6 +54,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
         uring_stamp: job.engine == crate::job::EngineKind::Uring,
+        posted_slots: if job.engine == crate::job::EngineKind::Uring && job.sqpoll { job.jobs * job.qd } else { 0 },
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -156,6 +157,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
         uring_stamp: false,
+        posted_slots: 0,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

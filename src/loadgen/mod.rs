@@ -59,6 +59,12 @@ pub trait Engine {
     /// Queues one I/O into `slot`; `t` is when the generator started it (its latency's start,
     /// CLOCK_MONOTONIC ns), which io_uring carries in the SQE's user_data for the tracer.
     fn queue(&mut self, slot: u32, op: Op, offset: u64, t: u64) -> io::Result<()>;
+
+    /// When the probes saw the completion in `slot` posted (SQPOLL under trace; None otherwise).
+    #[inline]
+    fn posted_ns(&self, _slot: u32) -> Option<u64> {
+        None
+    }
     /// Hands every queued I/O to the kernel.
     fn submit(&mut self) -> io::Result<()>;
     /// Waits for at least `min` completions and appends all available ones to `out`.
@@ -100,12 +106,53 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The bundled generator's io_uring user_data: a slot index unique across its workers in the low
+/// bits, the time it queued the I/O above (bpf/phases.h `enum ud_bits`, checked at build time).
+pub const UD_SLOT_BITS: u32 = 20;
+
+/// SQPOLL under `iopath trace`: when the probes saw each slot's completion posted (an mmapped
+/// BPF array the trace session installs while the workload runs). The application takes
+/// completions from the CQ ring with no syscall, so only the generator can time that wait: it
+/// reads the posting time here as it takes each CQE, on the same clock (CLOCK_MONOTONIC).
+pub mod posted_clock {
+    use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+    static PTR: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+    static LEN: AtomicUsize = AtomicUsize::new(0);
+
+    /// # Safety
+    /// `ptr` must point to `len` u64 that stay mapped until `clear` is called.
+    pub unsafe fn install(ptr: *mut AtomicU64, len: usize) {
+        LEN.store(0, Ordering::SeqCst);
+        PTR.store(ptr, Ordering::SeqCst);
+        LEN.store(len, Ordering::SeqCst);
+    }
+
+    pub fn clear() {
+        LEN.store(0, Ordering::SeqCst);
+        PTR.store(std::ptr::null_mut(), Ordering::SeqCst);
+    }
+
+    /// When slot `idx`'s completion was posted (None: no clock installed, or out of range).
+    #[inline]
+    pub fn get(idx: usize) -> Option<u64> {
+        if idx >= LEN.load(Ordering::Acquire) {
+            return None;
+        }
+        let p = PTR.load(Ordering::Acquire);
+        // SAFETY: install's contract keeps idx < len elements mapped until clear.
+        (!p.is_null()).then(|| unsafe { (*p.add(idx)).load(Ordering::Relaxed) })
+    }
+}
+
 /// What one worker measured.
 #[derive(Clone, Default)]
 pub struct Stats {
     pub lat: Hist,
     pub slat: Hist,
     pub clat: Hist,
+    /// SQPOLL under trace: completion posted (probes) -> taken from the CQ ring (generator).
+    pub reap_wait: Hist,
     pub reads: u64,
     pub writes: u64,
     pub bytes_read: u64,
@@ -121,6 +168,7 @@ impl Stats {
         self.lat.merge(&o.lat);
         self.slat.merge(&o.slat);
         self.clat.merge(&o.clat);
+        self.reap_wait.merge(&o.reap_wait);
         self.reads += o.reads;
         self.writes += o.writes;
         self.bytes_read += o.bytes_read;
@@ -219,9 +267,9 @@ pub fn prepare(job: &Job) -> Result<Prepared> {
 /// Runs the job on a prepared target.
 pub fn run_prepared(job: &Job, target: Prepared) -> Result<Outcome> {
     match job.engine {
-        EngineKind::Uring => run_with(job, target, |file, bufs| uring::Uring::new(job, file, bufs)),
-        EngineKind::Aio => run_with(job, target, |file, bufs| aio::Aio::new(job.qd, file, bufs)),
-        EngineKind::Psync => run_with(job, target, |file, bufs| Ok(psync::Psync::new(file, bufs, job.hipri))),
+        EngineKind::Uring => run_with(job, target, |i, file, bufs| uring::Uring::new(job, i, file, bufs)),
+        EngineKind::Aio => run_with(job, target, |_, file, bufs| aio::Aio::new(job.qd, file, bufs)),
+        EngineKind::Psync => run_with(job, target, |_, file, bufs| Ok(psync::Psync::new(file, bufs, job.hipri))),
     }
 }
 
@@ -248,7 +296,7 @@ fn check_iopoll(t: &Prepared) -> Result<()> {
 fn run_with<E, F>(job: &Job, target: Prepared, make: F) -> Result<Outcome>
 where
     E: Engine,
-    F: Fn(std::fs::File, Buffers) -> Result<E> + Sync,
+    F: Fn(u32, std::fs::File, Buffers) -> Result<E> + Sync,
 {
     let align = target.dio_mem_align.max(512) as usize;
     let nblocks = target.size / job.bs as u64;
@@ -271,7 +319,7 @@ where
                 // thread after pinning, as fio's jobs do: memory lands on the worker's node.
                 let ready = cpu.map(pin_to).transpose().and_then(|_| {
                     let file = target::open(job, prepared)?;
-                    make(file, Buffers::new(job.qd as usize, job.bs as usize, align))
+                    make(i, file, Buffers::new(job.qd as usize, job.bs as usize, align))
                 });
                 let _ = ready_tx.send(ready.is_ok());
                 drop(gate.read().unwrap_or_else(|e| e.into_inner()));
@@ -508,6 +556,9 @@ fn complete<E: Engine>(
         }
         st.lat.record(now - t_start[s]);
         st.clat.record(now - t_submit[s]);
+        if let Some(posted) = e.posted_ns(c.slot).filter(|&p| p > 0 && p <= now) {
+            st.reap_wait.record(now - posted);
+        }
         match op {
             Op::Read => {
                 st.reads += 1;

@@ -21,22 +21,22 @@ pub struct Uring {
     fixed: bool,
     force_async: bool,
     queued: u32,
+    /// This worker's first slot index across all workers (worker index x qd).
+    base: u32,
+    sqpoll: bool,
 }
 
-/// user_data: the slot in the low 16 bits, and above it the low 48 bits of the time the
-/// generator started the I/O, so a tracer can time the SQ thread's pickup (bpf/phases.bpf.c).
-const SLOT_BITS: u32 = 16;
+/// user_data: the slot index across workers in the low UD_SLOT_BITS, and above it the low bits
+/// of the time the generator started the I/O, so a tracer can time the SQ thread's pickup and
+/// tell the generator when each completion was posted (bpf/phases.bpf.c).
+const SLOT_MASK: u64 = (1 << super::UD_SLOT_BITS) - 1;
 
-fn user_data(slot: u32, t: u64) -> u64 {
-    (t << SLOT_BITS) | u64::from(slot as u16)
-}
-
-fn slot_of(user_data: u64) -> u32 {
-    u32::from(user_data as u16)
+fn user_data(index: u32, t: u64) -> u64 {
+    (t << super::UD_SLOT_BITS) | (u64::from(index) & SLOT_MASK)
 }
 
 impl Uring {
-    pub fn new(job: &Job, file: File, bufs: Buffers) -> Result<Self> {
+    pub fn new(job: &Job, worker: u32, file: File, bufs: Buffers) -> Result<Self> {
         let entries = job.qd.next_power_of_two().max(2);
         // fio's ring setup (3.33+): completions run only when we ask for them (DEFER_TASKRUN), so
         // no task-work interrupts land mid-loop. Needs 6.1+; older kernels get a plain ring.
@@ -73,7 +73,17 @@ impl Uring {
                 .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
         }
         let fd = types::Fd(file.as_raw_fd());
-        Ok(Uring { ring, _file: file, fd, bufs, fixed: job.fixed_bufs, force_async: job.force_async, queued: 0 })
+        Ok(Uring {
+            ring,
+            _file: file,
+            fd,
+            bufs,
+            fixed: job.fixed_bufs,
+            force_async: job.force_async,
+            queued: 0,
+            base: worker * job.qd,
+            sqpoll: job.sqpoll,
+        })
     }
 }
 
@@ -107,7 +117,7 @@ impl Engine for Uring {
         }
         // SAFETY: the buffer stays valid and untouched until this slot's completion is reaped.
         let flags = if self.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() };
-        unsafe { self.ring.submission().push(&sqe.user_data(user_data(slot, t)).flags(flags)) }
+        unsafe { self.ring.submission().push(&sqe.user_data(user_data(self.base + slot, t)).flags(flags)) }
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         self.queued += 1;
         Ok(())
@@ -139,7 +149,10 @@ impl Engine for Uring {
             {
                 let cq = self.ring.completion();
                 if cq.len() as u32 >= min.max(1) || (min == 0 && !cq.is_empty()) {
-                    out.extend(cq.map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
+                    out.extend(cq.map(|c| Completion {
+                        slot: ((c.user_data() & SLOT_MASK) as u32).wrapping_sub(self.base),
+                        res: c.result() as i64,
+                    }));
                     return Ok(());
                 }
             }
@@ -150,17 +163,31 @@ impl Engine for Uring {
             }
             let cq = self.ring.completion();
             if !cq.is_empty() {
-                out.extend(cq.map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
+                out.extend(cq.map(|c| Completion {
+                    slot: ((c.user_data() & SLOT_MASK) as u32).wrapping_sub(self.base),
+                    res: c.result() as i64,
+                }));
                 return Ok(());
             }
         }
     }
 
     fn peek(&mut self, out: &mut Vec<Completion>) {
-        out.extend(self.ring.completion().map(|c| Completion { slot: slot_of(c.user_data()), res: c.result() as i64 }));
+        out.extend(self.ring.completion().map(|c| Completion {
+            slot: ((c.user_data() & SLOT_MASK) as u32).wrapping_sub(self.base),
+            res: c.result() as i64,
+        }));
     }
 
     fn buffers(&mut self) -> &mut Buffers {
         &mut self.bufs
+    }
+
+    #[inline]
+    fn posted_ns(&self, slot: u32) -> Option<u64> {
+        if !self.sqpoll {
+            return None;
+        }
+        super::posted_clock::get((self.base + slot) as usize)
     }
 }

@@ -226,7 +226,7 @@ pub const ROUTES: &[RouteSpec] = &[
         name: "io_uring SQPOLL (SQ thread)",
         tracepoints: &[SUBMIT, POSTED],
         symbols: DIRECT_IO,
-        note: "ends when posted: the application reads the CQ ring without a syscall; the pickup is timed for the bundled generator",
+        note: "the bundled generator times its pickup and its reap from the CQ ring; a traced command's ends at posting",
         unsupported: None,
         without_symbols: None,
     },

@@ -42,10 +42,11 @@ const _: () = assert!(
 // The enums of bpf/phases.h and their Rust mirrors in model.rs (one side renumbered without the
 // other fails the build, not a report).
 mod mirrors {
-    use super::phases_skel::types::{counter, phase, route_kind};
+    use super::phases_skel::types::{counter, phase, route_kind, ud_bits};
     use crate::model::{Counter, Phase, RouteKind, NR_COUNTERS, NR_PHASES, NR_ROUTE_KINDS};
 
     const _: () = assert!(phase::NR_PHASES.0 as usize == NR_PHASES);
+    const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
     const _: () = assert!(counter::NR_COUNTERS.0 as usize == NR_COUNTERS);
     const _: () = assert!(route_kind::NR_ROUTE_KINDS.0 as usize == NR_ROUTE_KINDS);
     const _: () = assert!(phase::PH_DEVICE.0 == Phase::Device as u32);

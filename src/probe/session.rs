@@ -41,6 +41,42 @@ pub struct TraceOpts {
     /// The traced process is the bundled generator, which stamps each SQE's user_data with the
     /// time it queued it: SQPOLL's pickup is then measured.
     pub uring_stamp: bool,
+    /// SQPOLL with the generator: its slots across workers (jobs x qd), whose posting times the
+    /// generator reads to time its own reap from the CQ ring (0: none).
+    pub posted_slots: u32,
+}
+
+/// The posted_at map, mapped into this process for the generator (see loadgen::posted_clock);
+/// unmapped on drop, after the clock is cleared.
+struct PostedMap {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl PostedMap {
+    fn map(fd: i32, slots: u32) -> Result<PostedMap> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let len = (slots as usize * 8).div_ceil(page) * page;
+        // SAFETY: a shared read-write mapping of a BPF_F_MMAPABLE array map's values.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(anyhow!("mapping the posted_at map: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `slots` u64 live at ptr until Drop, which clears the clock first.
+        unsafe { crate::loadgen::posted_clock::install(ptr.cast(), slots as usize) };
+        Ok(PostedMap { ptr, len })
+    }
+}
+
+impl Drop for PostedMap {
+    fn drop(&mut self) {
+        crate::loadgen::posted_clock::clear();
+        // SAFETY: unmapping what map() mapped; nothing reads it after the clear above.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
 }
 
 /// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
@@ -152,6 +188,9 @@ fn configure_phases(
     p.sys_exit_raw.set_autoload(!btf && plan.sys_exit);
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
+    }
+    if opts.posted_slots > 0 {
+        p_open.maps.posted_at.set_max_entries(opts.posted_slots).context("sizing the posted_at map")?;
     }
     Ok(())
 }
@@ -617,10 +656,15 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         } else {
             None
         };
+        let posted = match opts.posted_slots {
+            0 => None,
+            n => Some(PostedMap::map(phases.maps.posted_at.as_fd().as_raw_fd(), n)?),
+        };
         // Counting starts only once every link exists, so attach order cannot skew the numbers.
         set_enabled(1);
         result = Some(workload());
         set_enabled(0);
+        drop(posted);
         stop_poll.store(true, Ordering::Relaxed);
         if let Some(h) = poller {
             h.join().map_err(|_| anyhow!("the events poller panicked"))?;

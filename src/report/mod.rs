@@ -43,6 +43,9 @@ pub struct Report {
     /// I/Os in flight on average, by Little's law (IOPS x mean latency): what the queue depth
     /// really was. Below the requested depth when the submitting thread, not the device, limits.
     pub inflight_avg: f64,
+    /// SQPOLL under trace: completion posted (probes) -> taken from the CQ ring (the generator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reap_wait_ns: Option<LatSummary>,
     /// Queue to submit call returned; `null` for synchronous engines (psync).
     pub slat_ns: Option<LatSummary>,
     /// Submit call returned to reaped (`null` when tracing another process).
@@ -154,6 +157,7 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
             lat_ns: o.stats.lat.summary(),
+            reap_wait_ns: (o.stats.reap_wait.count() > 0).then(|| o.stats.reap_wait.summary()),
             inflight_avg: ios as f64 / secs * o.stats.lat.mean() / 1e9,
             slat_ns: (job.engine != EngineKind::Psync).then(|| o.stats.slat.summary()),
             clat_ns: Some(o.stats.clat.summary()),
@@ -233,6 +237,7 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: raw.counter(crate::model::Counter::Bytes) as f64 / secs,
             lat_ns: total.summary(),
+            reap_wait_ns: None,
             inflight_avg: ios as f64 / secs * total.mean() / 1e9,
             slat_ns: None,
             clat_ns: None,
@@ -302,7 +307,16 @@ impl Report {
     /// Adds what the probes measured; context switches then come from sched_switch.
     pub fn with_trace(mut self, t: crate::aggregate::TraceSummary, irq_vectors: Vec<String>) -> Report {
         let total = t.ctx_voluntary + t.ctx_involuntary;
-        let mut t = t;
+        let wait = self.reap_wait_ns.as_ref().map(|s| crate::aggregate::PhaseStats {
+            count: s.count,
+            mean_ns: s.mean,
+            p50_ns: s.p50,
+            p90_ns: s.p90,
+            p99_ns: s.p99,
+            p999_ns: s.p999,
+            max_ns: s.max,
+        });
+        let mut t = crate::aggregate::with_reap_from_ring(t, wait);
         t.reconciliation = Some(crate::aggregate::reconcile(&t, self.lat_ns.mean));
         if self.job.is_some() {
             // The generator's own view, kept to cross-check the probes.

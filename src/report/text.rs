@@ -207,12 +207,20 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             row(w, "  waiting (reap)", &p.completion_reap, false)?;
         }
     }
-    if t.reap_not_seen > 0 {
-        writeln!(
+    match (&t.reap_from_ring, t.reap_not_seen) {
+        (Some(wait), _) => {
+            row(w, "reap (CQ ring)", wait, true)?;
+            writeln!(
+                w,
+                "      (SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees: timed by the generator)"
+            )?;
+        }
+        (None, 0) => {}
+        (None, n) => writeln!(
             w,
-            "    {:<16} not seen for {} I/Os: reaped from the CQ ring without a syscall (SQPOLL)",
-            "  waiting (reap)", t.reap_not_seen
-        )?;
+            "    {:<16} not seen for {n} I/Os: reaped from the CQ ring without a syscall (SQPOLL)",
+            "  waiting (reap)"
+        )?,
     }
     let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
     if rec.reconciled {
@@ -225,7 +233,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(r.lat_ns.mean)
         )?;
         if let Some(out) = r.outside_phases_ns {
-            let place = if t.reap_not_seen > 0 {
+            let place = if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
                 "in the application (queueing, reading the CQ ring) and syscall entry/exit"
             } else {
                 "in the application and syscall entry/exit"
