@@ -174,6 +174,12 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	t = task_ctx(false);
 	if (t && t->in_submit) {
 		start = t->enter_ts;
+		if (targ_uring_stamp) {
+			__u64 queued = uring_stamp(req, now);
+
+			if (queued <= start)
+				record(PH_APP_SUBMIT, start - queued);
+		}
 	} else {
 		cur = bpf_get_current_task_btf();
 		if (cur->flags & PF_IO_WORKER) {

@@ -52,7 +52,10 @@ enum phase {
 	 * COMPLETION). */
 	PH_STACK_DOWN = 14,
 	PH_STACK_UP = 15,
-	NR_PHASES = 16,
+	/* Before the kernel: the application queued the SQE (its stamp, the bundled generator only)
+	 * -> the io_uring_enter that submitted it. The application's own part of its latency. */
+	PH_APP_SUBMIT = 16,
+	NR_PHASES = 17,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */

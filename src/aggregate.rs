@@ -67,6 +67,11 @@ pub struct Phases {
     /// md's completion; part of `completion`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacked_up: Option<PhaseStats>,
+    /// io_uring with the bundled generator: it queued the SQE (the stamp in its user_data) ->
+    /// the io_uring_enter that submitted it. The application's own time before the kernel, a
+    /// part of `phase_sum_mean_ns` of its own when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_before_submit: Option<PhaseStats>,
 }
 
 /// I/Os that took one route (or had one property: throttled, split, hipri).
@@ -260,9 +265,13 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         throttled: opt(Phase::Throttled),
         stacked_down: opt(Phase::StackDown),
         stacked_up: opt(Phase::StackUp),
+        app_before_submit: opt(Phase::AppSubmit),
     };
-    let phase_sum_mean_ns =
-        phases.submission.mean_ns + phases.block.mean_ns + phases.device.mean_ns + phases.completion.mean_ns;
+    let phase_sum_mean_ns = phases.app_before_submit.as_ref().map_or(0, |a| a.mean_ns)
+        + phases.submission.mean_ns
+        + phases.block.mean_ns
+        + phases.device.mean_ns
+        + phases.completion.mean_ns;
     // Every I/O followed end to end lands once in the total histogram (the reap histogram misses
     // those whose reap no probe sees).
     let followed = raw.phase(Phase::Total).count;

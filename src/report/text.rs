@@ -158,6 +158,10 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     }
     let rows = p.total.count > 0;
     if rows {
+        if let Some(a) = &p.app_before_submit {
+            row(w, "application", a, true)?;
+            writeln!(w, "      (the generator queued the SQE -> its io_uring_enter: its own time before the kernel)")?;
+        }
         row(w, "submission", &p.submission, true)?;
         for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
         {
@@ -235,6 +239,8 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         if let Some(out) = r.outside_phases_ns {
             let place = if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
                 "in the application (queueing, reading the CQ ring) and syscall entry/exit"
+            } else if p.app_before_submit.is_some() {
+                "after the reaping syscall's exit, until the generator took the completion"
             } else {
                 "in the application and syscall entry/exit"
             };
