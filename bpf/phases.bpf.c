@@ -24,10 +24,10 @@ const volatile __u32 targ_tgid = 0;
 const volatile bool targ_tree = false;
 /* Emit one io_record per reaped I/O into `events`. */
 const volatile bool targ_events = false;
-/* The traced application (the bundled generator) stamps each SQE's user_data with the time it
- * queued it (the low UD_STAMP_BITS of CLOCK_MONOTONIC ns, above a UD_SLOT_BITS slot index that
- * is unique across its workers): SQPOLL's pickup, and the posted_at clock below. */
-const volatile bool targ_uring_stamp = false;
+/* The traced application (the bundled generator) stamps each SQE's user_data and each iocb's
+ * aio_data with the time it queued the I/O (the low UD_STAMP_BITS of CLOCK_MONOTONIC ns, above a
+ * UD_SLOT_BITS slot index): its own time before the kernel, SQPOLL's pickup, posted_at below. */
+const volatile bool targ_app_stamp = false;
 /* Count the traced threads' system calls by number. */
 const volatile bool targ_syscalls = true;
 /* Kernel functions that tell who owns a bio (from /proc/kallsyms; 0 = absent). */
@@ -138,16 +138,21 @@ static __always_inline struct task_ctx *task_ctx(bool create)
 
 /* ---- route: io_uring (the submitting thread, the SQ thread, io-wq workers) ---- */
 
-/* The application's SQE stamp (targ_uring_stamp): UD_STAMP_BITS of ns, unwrapped against now. */
-static __always_inline __u64 uring_stamp(struct io_kiocb *req, __u64 now)
+/* The application's stamp (targ_app_stamp) in user data: UD_STAMP_BITS of ns, unwrapped against
+ * now; `now` itself when it is none or from before this run. */
+static __always_inline __u64 app_stamp(__u64 user_data, __u64 now)
 {
-	__u64 t = io_req_user_data(req) >> UD_SLOT_BITS, mask = (1ULL << UD_STAMP_BITS) - 1;
+	__u64 t = user_data >> UD_SLOT_BITS, mask = (1ULL << UD_STAMP_BITS) - 1;
 	__u64 ts = (now & ~mask) | t;
 
 	if (ts > now)
 		ts -= 1ULL << UD_STAMP_BITS;
-	/* A stamp from before this run, or none: the SQ thread's pickup is the start. */
 	return now - ts < 10000000000ULL ? ts : now;
+}
+
+static __always_inline __u64 uring_stamp(struct io_kiocb *req, __u64 now)
+{
+	return app_stamp(io_req_user_data(req), now);
 }
 
 /* Reads and writes (IORING_OP_* of include/uapi/linux/io_uring.h, stable ABI): the opcodes
@@ -174,7 +179,7 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	t = task_ctx(false);
 	if (t && t->in_submit) {
 		start = t->enter_ts;
-		if (targ_uring_stamp) {
+		if (targ_app_stamp) {
 			__u64 queued = uring_stamp(req, now);
 
 			if (queued <= start)
@@ -184,7 +189,7 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 		cur = bpf_get_current_task_btf();
 		if (cur->flags & PF_IO_WORKER) {
 			mode |= RF_SQPOLL;
-			if (targ_uring_stamp)
+			if (targ_app_stamp)
 				start = uring_stamp(req, now);
 		}
 	}
@@ -229,7 +234,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 	cur = bpf_get_current_task_btf();
 	if (cur->flags & PF_IO_WORKER) {
 		s->r.mode |= RF_NO_REAP;
-		if (targ_uring_stamp) {
+		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
 			__u64 *at = bpf_map_lookup_elem(&posted_at, &idx);
 
@@ -355,6 +360,16 @@ static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
 		return 1;
 	if (!c->release) {
 		io_claim(iocb, c->disc, c->start, c->tgid, MODE_AIO);
+		/* The generator's queue stamp in aio_data (struct iocb's first field). */
+		if (targ_app_stamp) {
+			__u64 data = 0, queued;
+
+			if (!bpf_probe_read_user(&data, sizeof(data), (void *)iocb)) {
+				queued = app_stamp(data, c->start);
+				if (queued < c->start)
+					record(PH_APP_SUBMIT, c->start - queued);
+			}
+		}
 		return 0;
 	}
 	/* Not submitted after all (io_submit returned fewer): nothing will reap it. */
@@ -399,7 +414,7 @@ static __always_inline int on_aio_submit_exit(long ret)
 	t->in_sys = 0;
 	done = ret > 0 ? ret : 0;
 	if (done < t->aio_nr) {
-		c.iocbs = (__u64 *)t->aio_iocbs + (done & 0xff);
+		c.iocbs = (__u64 *)t->aio_iocbs + done;
 		c.disc = t->aio_disc;
 		c.release = true;
 		bpf_loop(t->aio_nr - done, aio_claim_one, &c, 0);

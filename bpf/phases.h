@@ -13,8 +13,9 @@
 #define REAP_MAX 256
 /* Bios of one request walked at completion (merged sequential I/O). */
 #define MAX_BIOS_PER_RQ 32
-/* Events read back from io_getevents' user array per call. */
-#define MAX_AIO_EVENTS 256
+/* iocbs claimed per io_submit and events reaped per io_getevents (bpf_loop bounds): a batch
+ * as deep as the generator's --qd 4096 --batch-submit 0. */
+#define MAX_AIO_EVENTS 4096
 
 /* hw_queues keys: the blk-mq hctx type (0 default, 1 read, 2 poll) and its queue_num (for
  * NVMe, the I/O queue id minus one). */
@@ -52,8 +53,9 @@ enum phase {
 	 * COMPLETION). */
 	PH_STACK_DOWN = 14,
 	PH_STACK_UP = 15,
-	/* Before the kernel: the application queued the SQE (its stamp, the bundled generator only)
-	 * -> the io_uring_enter that submitted it. The application's own part of its latency. */
+	/* Before the kernel: the application queued the I/O (its stamp in the SQE's user_data or
+	 * the iocb's aio_data, the bundled generator only) -> the io_uring_enter / io_submit that
+	 * submitted it. The application's own part of its latency. */
 	PH_APP_SUBMIT = 16,
 	NR_PHASES = 17,
 };
@@ -129,8 +131,8 @@ enum route_kind {
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 
-/* The bundled generator's io_uring user_data: a slot index unique across its workers in the low
- * UD_SLOT_BITS, the time it queued the I/O above (src/loadgen/uring.rs mirrors these). */
+/* The bundled generator's io_uring user_data and aio aio_data: a slot index in the low
+ * UD_SLOT_BITS, the time it queued the I/O above (src/loadgen mirrors these). */
 enum ud_bits {
 	UD_SLOT_BITS = 20,
 	UD_STAMP_BITS = 64 - UD_SLOT_BITS,

@@ -53,7 +53,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
-        uring_stamp: job.engine == crate::job::EngineKind::Uring,
+        app_stamp: job.engine != crate::job::EngineKind::Psync,
         posted_slots: if job.engine == crate::job::EngineKind::Uring && job.sqpoll { job.jobs * job.qd } else { 0 },
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
@@ -156,7 +156,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
-        uring_stamp: false,
+        app_stamp: false,
         posted_slots: 0,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).

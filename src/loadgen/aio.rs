@@ -76,10 +76,12 @@ impl Aio {
 
 impl Engine for Aio {
     #[inline]
-    fn queue(&mut self, slot: u32, op: Op, offset: u64, _t: u64) -> io::Result<()> {
+    fn queue(&mut self, slot: u32, op: Op, offset: u64, t: u64) -> io::Result<()> {
         let cb = &mut self.iocbs[slot as usize];
         *cb = Iocb {
-            aio_data: slot as u64,
+            // The slot, and above it when the generator queued the I/O (as io_uring's user_data:
+            // a tracer times the application's own part before io_submit from it).
+            aio_data: (t << super::UD_SLOT_BITS) | u64::from(slot),
             aio_lio_opcode: if op == Op::Read { IOCB_CMD_PREAD } else { IOCB_CMD_PWRITE },
             aio_fildes: self.fd,
             aio_buf: self.bufs.addr(slot) as u64,
@@ -131,7 +133,11 @@ impl Engine for Aio {
                 }
                 return Err(e);
             }
-            out.extend(self.events[..n as usize].iter().map(|ev| Completion { slot: ev.data as u32, res: ev.res }));
+            out.extend(
+                self.events[..n as usize]
+                    .iter()
+                    .map(|ev| Completion { slot: (ev.data & ((1 << super::UD_SLOT_BITS) - 1)) as u32, res: ev.res }),
+            );
             return Ok(());
         }
     }

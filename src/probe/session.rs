@@ -38,9 +38,10 @@ pub struct TraceOpts {
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: no sampling).
     pub stacks: Option<super::sampler::StackOpts>,
-    /// The traced process is the bundled generator, which stamps each SQE's user_data with the
-    /// time it queued it: SQPOLL's pickup is then measured.
-    pub uring_stamp: bool,
+    /// The traced process is the bundled generator, which stamps each SQE's user_data and each
+    /// iocb's aio_data with the time it queued the I/O: its own time before the kernel and
+    /// SQPOLL's pickup are then measured.
+    pub app_stamp: bool,
     /// SQPOLL with the generator: its slots across workers (jobs x qd), whose posting times the
     /// generator reads to time its own reap from the CQ ring (0: none).
     pub posted_slots: u32,
@@ -140,7 +141,7 @@ fn configure_phases(
         ro.targ_tgid = opts.tgid;
         ro.targ_events = opts.events;
         ro.targ_tree = !opts.tree.is_empty();
-        ro.targ_uring_stamp = opts.uring_stamp;
+        ro.targ_app_stamp = opts.app_stamp;
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
         ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];

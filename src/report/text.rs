@@ -160,7 +160,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if rows {
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
-            writeln!(w, "      (the generator queued the SQE -> its io_uring_enter: its own time before the kernel)")?;
+            writeln!(w, "      (the generator queued the I/O -> its io_uring_enter / io_submit: its own time before the kernel)")?;
         }
         row(w, "submission", &p.submission, true)?;
         for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
