@@ -228,17 +228,22 @@ fn hw_queues(raw: &[(u32, u64)]) -> Vec<HwQueue> {
     v
 }
 
-fn stats(h: &crate::model::BpfHist) -> PhaseStats {
-    let s = h.summary();
-    PhaseStats {
-        count: s.count,
-        mean_ns: s.mean,
-        p50_ns: s.p50,
-        p90_ns: s.p90,
-        p99_ns: s.p99,
-        p999_ns: s.p999,
-        max_ns: s.max,
+impl From<&crate::hist::LatSummary> for PhaseStats {
+    fn from(s: &crate::hist::LatSummary) -> PhaseStats {
+        PhaseStats {
+            count: s.count,
+            mean_ns: s.mean,
+            p50_ns: s.p50,
+            p90_ns: s.p90,
+            p99_ns: s.p99,
+            p999_ns: s.p999,
+            max_ns: s.max,
+        }
     }
+}
+
+fn stats(h: &crate::model::BpfHist) -> PhaseStats {
+    PhaseStats::from(&h.summary())
 }
 
 /// `ios`: I/Os the application completed in the traced interval (the generator's count).

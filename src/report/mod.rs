@@ -307,15 +307,7 @@ impl Report {
     /// Adds what the probes measured; context switches then come from sched_switch.
     pub fn with_trace(mut self, t: crate::aggregate::TraceSummary, irq_vectors: Vec<String>) -> Report {
         let total = t.ctx_voluntary + t.ctx_involuntary;
-        let wait = self.reap_wait_ns.as_ref().map(|s| crate::aggregate::PhaseStats {
-            count: s.count,
-            mean_ns: s.mean,
-            p50_ns: s.p50,
-            p90_ns: s.p90,
-            p99_ns: s.p99,
-            p999_ns: s.p999,
-            max_ns: s.max,
-        });
+        let wait = self.reap_wait_ns.as_ref().map(crate::aggregate::PhaseStats::from);
         let mut t = crate::aggregate::with_reap_from_ring(t, wait);
         t.reconciliation = Some(crate::aggregate::reconcile(&t, self.lat_ns.mean));
         if self.job.is_some() {
