@@ -66,8 +66,8 @@ enum counter {
 	C_ISSUE_UNTRACKED,   /* rq_issue of a request with no tracked bio (other I/O) */
 	C_REAP_UNMATCHED,    /* reaped events with no tracked completion */
 	C_REAP_OVERFLOW,     /* posted completions beyond REAP_MAX before a reap */
-	C_INFLIGHT_FULL,     /* in-flight map full: I/O not tracked */
-	C_DONE_FULL,	     /* completed map full */
+	C_INFLIGHT_FULL,     /* per-I/O table (ios) full: I/O not tracked */
+	C_DONE_FULL,	     /* unused since routes (kept: raw.json indexes) */
 	C_NVME_SETUP,	     /* nvme_setup_cmd seen for a tracked request */
 	C_IRQ,		     /* interrupts on the target device's vectors */
 	C_SOFTIRQ_BLOCK,     /* BLOCK softirq runs */
@@ -82,8 +82,8 @@ enum counter {
 	C_PREEMPTED_NS,	     /* ... and the time until they ran again */
 	C_BYTES,	     /* bytes of completed tracked requests */
 	C_RB_DROPS,	     /* --events records the ring buffer had no room for */
-	C_EXPIRED_INFLIGHT,  /* in-flight entries of bios that never completed, reclaimed */
-	C_EXPIRED_DONE,	     /* completed entries never posted or reaped, reclaimed */
+	C_EXPIRED_INFLIGHT,  /* unused since routes (kept: raw.json indexes) */
+	C_EXPIRED_DONE,	     /* reclaimed claims: an earlier I/O never closed */
 	C_RUNQ_WAIT,	     /* traced threads woken up ... */
 	C_RUNQ_WAIT_NS,	     /* ... and the time until they ran (CPU contention) */
 	C_READS,	     /* completed application I/Os that read ... */

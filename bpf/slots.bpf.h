@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Open-addressed tables in BPF arrays, for the per-I/O state that crosses contexts (bio ->
- * timestamps, completed tag -> timestamps). A hash map costs a bucket lock, a free-list pop and
- * a push per I/O (~150 ns each on the 2-vCPU test VM); an array lookup is inlined by the
- * verifier, a slot is claimed with one cmpxchg on its key and freed with one xchg. At most a few
- * hundred I/Os are in flight against 65536 slots, so the first probe almost always hits.
+ * Open-addressed tables in BPF arrays, for the per-I/O state that crosses contexts (an I/O's
+ * key -> its state, io_state.bpf.h; a bio -> the I/O that owns it, block_core.bpf.h). A hash map
+ * costs a bucket lock, a free-list pop and a push per I/O (~150 ns each on the 2-vCPU test VM); an
+ * array lookup is inlined by the verifier, a slot is claimed with one cmpxchg on its key and freed
+ * with one xchg. At most a few hundred I/Os are in flight against 65536 slots, so the first probe
+ * almost always hits.
  *
  * Keys are kernel (or user) addresses, never 0: 0 marks a free slot. A key is claimed by the one
  * context that creates the I/O state and released by the one that consumes it, so a slot

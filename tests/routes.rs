@@ -347,7 +347,10 @@ fn doctor_lists_every_route_and_what_it_cannot_follow() {
     for n in ["io_uring from", "io_uring SQPOLL", "io_uring io-wq", "libaio", "sync read", "throttled", "split"] {
         assert_eq!(followed(n), true, "{n} on this kernel: {}", d["routes"]);
     }
-    for n in ["stacked devices", "buffered I/O"] {
-        assert_eq!(followed(n), false, "{n}");
-    }
+    // Stacked devices are followed exactly where their modules are loaded (their clones' end_io
+    // symbols are in /proc/kallsyms): not on this build VM, which has no dm or md.
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let stack_loaded = kallsyms.lines().any(|l| l.ends_with(" clone_endio") || l.contains(" raid1_end_read_request"));
+    assert_eq!(followed("stacked devices"), stack_loaded, "{}", d["routes"]);
+    assert_eq!(followed("buffered I/O"), false);
 }
