@@ -51,7 +51,7 @@ static __always_inline __u64 hist_slot(__u64 v)
  * phases in the application's task), so a nested program never updates the same histogram. The
  * count is the sum of the slots, computed in userspace.
  */
-static __always_inline void hist_add(struct hist *h, __u64 v)
+static __always_inline void hist_add_n(struct hist *h, __u64 v, __u64 n)
 {
 	__u64 slot = hist_slot(v);
 
@@ -60,10 +60,15 @@ static __always_inline void hist_add(struct hist *h, __u64 v)
 	if (slot >= HIST_SLOTS)
 		slot = HIST_SLOTS - 1;
 	barrier_var(slot);
-	h->slots[slot]++;
-	h->sum += v;
+	h->slots[slot] += n;
+	h->sum += v * n;
 	if (v > h->max)
 		h->max = v;
+}
+
+static __always_inline void hist_add(struct hist *h, __u64 v)
+{
+	hist_add_n(h, v, 1);
 }
 
 #endif /* IOPATH_HIST_BPF_H */

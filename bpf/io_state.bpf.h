@@ -46,13 +46,19 @@ struct {
 __u64 first_submit_ts = 0;
 __u64 last_reap_ts = 0;
 
-static __always_inline void record(enum phase p, __u64 v)
+/* n I/Os each took v ns in phase p. */
+static __always_inline void record_n(enum phase p, __u64 v, __u64 n)
 {
 	__u32 k = p;
 	struct hist *h = bpf_map_lookup_elem(&hists, &k);
 
 	if (h)
-		hist_add(h, v);
+		hist_add_n(h, v, n);
+}
+
+static __always_inline void record(enum phase p, __u64 v)
+{
+	record_n(p, v, 1);
 }
 
 static __always_inline void count_route(enum route_kind k, bool write)
@@ -124,8 +130,10 @@ static __always_inline void io_route_subphases(struct io_slot *s)
 		record(PH_STACK_UP, s->top_end_ts - r->complete_ts);
 }
 
-/* The end of an I/O's trip: reaped at r->reap_ts (or, RF_NO_REAP, when posted). */
-static __always_inline void io_close(struct io_record *r)
+/* The end of an I/O's trip: reaped at r->reap_ts (or, RF_NO_REAP, when posted). True when it
+ * landed in the histograms. `alone`: the one I/O its syscall returns (sync), so iopath's own
+ * work closing it is timed here; a batch's caller times the whole batch (record_reap_batch). */
+static __always_inline bool io_close(struct io_record *r, bool alone)
 {
 	__u64 end = r->reap_ts;
 	bool write = r->mode & RF_WRITE;
@@ -134,19 +142,19 @@ static __always_inline void io_close(struct io_record *r)
 	if (!r->queue_ts) {
 		/* Not block I/O of its own: a page-cache hit, a pipe, a socket, a NOP. */
 		count(C_NO_BLOCK_IO, 1);
-		return;
+		return false;
 	}
 	if (!r->issue_ts || !r->complete_ts) {
 		/* Its bios reached no request iopath could link back to it: a stacked device's
 		 * clones (dm, md) on the lower device. */
 		count(C_UNLINKED, 1);
-		return;
+		return false;
 	}
 	if (r->queue_ts < r->submit_ts || r->issue_ts < r->queue_ts ||
 	    r->complete_ts < r->issue_ts || end < r->complete_ts ||
 	    (r->posted_ts && (r->posted_ts < r->complete_ts || end < r->posted_ts))) {
 		count(C_DISORDERED, 1);
-		return;
+		return false;
 	}
 	record(PH_SUBMISSION, r->queue_ts - r->submit_ts);
 	record(PH_BLOCK, r->issue_ts - r->queue_ts);
@@ -186,15 +194,28 @@ static __always_inline void io_close(struct io_record *r)
 	/* No wakeup per record: userspace drains every 20 ms (a wakeup per I/O costs ~25%). */
 	if (targ_events && bpf_ringbuf_output(&events, r, sizeof(*r), BPF_RB_NO_WAKEUP))
 		count(C_RB_DROPS, 1);
+	if (alone)
+		record(PH_TRACER_REAP, bpf_ktime_get_ns() - end);
+	return true;
 }
 
 /* Closes the I/O held in slot s, reaped at `now`, and frees the slot. */
-static __always_inline void io_close_slot(struct io_slot *s, __u64 now)
+static __always_inline bool io_close_slot(struct io_slot *s, __u64 now, bool alone)
 {
+	bool closed;
+
 	io_route_subphases(s);
 	s->r.reap_ts = now;
-	io_close(&s->r);
+	closed = io_close(&s->r, alone);
 	slot_release(&s->key);
+	return closed;
+}
+
+/* A reaping syscall's exit closed `closed` I/Os from `start` on: each waited for all of it. */
+static __always_inline void record_reap_batch(__u64 start, __u32 closed)
+{
+	if (closed)
+		record_n(PH_TRACER_REAP, bpf_ktime_get_ns() - start, closed);
 }
 
 #endif /* IOPATH_IO_STATE_BPF_H */

@@ -64,7 +64,10 @@ struct task_ctx {
 	__u32 in_submit;  /* inside io_uring_enter / io_submit */
 	__u32 nposted;
 	__u32 in_sys; /* inside a traced I/O syscall */
-	__u32 pad;
+	/* I/Os the reaping syscall's exit closed so far. Counted here, not in the bpf_loop
+	 * context on the stack: the verifier follows a stack counter's every value through the
+	 * callback and gives up (8193 jumps); map memory it does not track. */
+	__u32 closed;
 	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
 	__u64 wake_ts;			    /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
@@ -241,7 +244,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 			if (at)
 				*at = now;
 		}
-		io_close_slot(s, now);
+		io_close_slot(s, now, false);
 		return 0;
 	}
 	io_route_subphases(s);
@@ -272,7 +275,7 @@ static long reap_one(__u64 i, struct reap_ctx *c)
 		return 1;
 	r = &c->t->pending[i];
 	r->reap_ts = c->now;
-	io_close(r);
+	c->t->closed += io_close(r, false);
 	return 0;
 }
 
@@ -294,7 +297,9 @@ static __always_inline int on_uring_exit(void)
 	if (n) {
 		c.t = t;
 		c.now = bpf_ktime_get_ns();
+		t->closed = 0;
 		bpf_loop(n, reap_one, &c, 0);
+		record_reap_batch(c.now, t->closed);
 	}
 	t->nposted = 0;
 	return 0;
@@ -423,6 +428,7 @@ static __always_inline int on_aio_submit_exit(long ret)
 }
 
 struct aio_reap_ctx {
+	struct task_ctx *t;
 	struct io_event *events;
 	__u64 now;
 	__u32 disc;
@@ -442,7 +448,7 @@ static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 	}
 	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
 	 * device completion path and has no tracepoint of its own. */
-	io_close_slot(s, c->now);
+	c->t->closed += io_close_slot(s, c->now, false);
 	return 0;
 }
 
@@ -460,7 +466,10 @@ static __always_inline int on_getevents_exit(long ret)
 	c.events = (struct io_event *)t->aio_events;
 	c.now = bpf_ktime_get_ns();
 	c.disc = t->aio_disc;
+	c.t = t;
+	t->closed = 0;
 	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
+	record_reap_batch(c.now, t->closed);
 	return 0;
 }
 
@@ -508,7 +517,7 @@ static __always_inline int on_sync_exit(void)
 		t->in_sys = 0;
 	s = ios_find(bpf_get_current_task(), 0);
 	if (s)
-		io_close_slot(s, bpf_ktime_get_ns());
+		io_close_slot(s, bpf_ktime_get_ns(), true);
 	return 0;
 }
 

@@ -72,6 +72,12 @@ pub struct Phases {
     /// part of `phase_sum_mean_ns` of its own when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_before_submit: Option<PhaseStats>,
+    /// iopath's own probe at the reaping syscall's exit (io_getevents, io_uring_enter, a sync
+    /// read's return): closing every I/O the call returned before the application gets them. Each
+    /// I/O waited for its whole batch. Not the kernel's work: the observer's cost inside the
+    /// application's latency while traced, a part of `phase_sum_mean_ns` of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracer_reap: Option<PhaseStats>,
 }
 
 /// I/Os that took one route (or had one property: throttled, split, hipri).
@@ -271,8 +277,16 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         stacked_down: opt(Phase::StackDown),
         stacked_up: opt(Phase::StackUp),
         app_before_submit: opt(Phase::AppSubmit),
+        tracer_reap: opt(Phase::TracerReap),
     };
+    // Recorded for the I/Os a syscall reaped (not those SQPOLL's application takes from the CQ
+    // ring): its share of the mean over every I/O followed.
+    let tracer_mean_ns = phases.tracer_reap.as_ref().map_or(0, |r| {
+        let all = phases.total.count.max(r.count);
+        (r.mean_ns as u128 * r.count as u128 / all.max(1) as u128) as u64
+    });
     let phase_sum_mean_ns = phases.app_before_submit.as_ref().map_or(0, |a| a.mean_ns)
+        + tracer_mean_ns
         + phases.submission.mean_ns
         + phases.block.mean_ns
         + phases.device.mean_ns

@@ -8,7 +8,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 17;
+pub const NR_PHASES: usize = 18;
 pub const NR_COUNTERS: usize = 30;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 9;
@@ -34,6 +34,7 @@ pub enum Phase {
     StackDown = 14,
     StackUp = 15,
     AppSubmit = 16,
+    TracerReap = 17,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.

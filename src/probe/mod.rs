@@ -66,6 +66,7 @@ mod mirrors {
     const _: () = assert!(phase::PH_STACK_UP.0 == Phase::StackUp as u32);
     const _: () = assert!(route_kind::RK_STACKED.0 == RouteKind::Stacked as u32);
     const _: () = assert!(phase::PH_APP_SUBMIT.0 == Phase::AppSubmit as u32);
-    const _: () = assert!(Phase::AppSubmit as usize == NR_PHASES - 1);
+    const _: () = assert!(phase::PH_TRACER_REAP.0 == Phase::TracerReap as u32);
+    const _: () = assert!(Phase::TracerReap as usize == NR_PHASES - 1);
     const _: () = assert!(RouteKind::Stacked as usize == NR_ROUTE_KINDS - 1);
 }

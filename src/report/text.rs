@@ -62,7 +62,8 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         (_, _, Some(p)) => {
             writeln!(w, "iopath trace: pid {} ({}), kernel {}", p.pid, p.command, r.system.kernel)?;
             if let Some(code) = p.exit_code {
-                writeln!(w, "  exited with status {code}")?;
+                let why = if p.interrupted { " (interrupted by iopath: --duration, or Ctrl-C)" } else { "" };
+                writeln!(w, "  exited with status {code}{why}")?;
             }
         }
         _ => writeln!(w, "iopath report, kernel {}", r.system.kernel)?,
@@ -209,6 +210,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         }
         if p.completion_reap.count > 0 {
             row(w, "  waiting (reap)", &p.completion_reap, false)?;
+        }
+        if let Some(tr) = &p.tracer_reap {
+            row(w, "tracer (iopath)", tr, true)?;
+            writeln!(
+                w,
+                "      (iopath's own probe closing the I/Os a reaping syscall returned, before the application got them:"
+            )?;
+            writeln!(
+                w,
+                "       the observer's cost, in the application's latency while traced, not the kernel's work)"
+            )?;
         }
     }
     match (&t.reap_from_ring, t.reap_not_seen) {
