@@ -63,7 +63,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Pause between runs (e.g. 2s), to let caches, clocks and the device settle.
-    #[arg(long, value_parser = job::parse_duration)]
+    #[arg(long, value_parser = job::parse_duration, allow_hyphen_values = true)]
     pub cooldown: Option<Duration>,
     /// Measure with 'iopath run' only (no phases, no probes).
     #[arg(long)]
@@ -139,7 +139,7 @@ pub struct TraceArgs {
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<u32>,
     /// With --pid (or -- CMD): stop tracing after this long (default: when it exits, or Ctrl-C).
-    #[arg(long, value_parser = job::parse_duration)]
+    #[arg(long, value_parser = job::parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Sample on-CPU stacks (perf cpu-clock, every CPU): oncpu.folded + oncpu.svg in the output folder
     /// (--out, or flamegraphs/<job>-<time>).
@@ -205,7 +205,7 @@ pub struct JobCommon {
     #[arg(long, value_parser = job::parse_size)]
     pub size: Option<u64>,
     /// How long to run (10s, 500ms, 2m). Default 10s unless --ios is given.
-    #[arg(long, value_parser = job::parse_duration, conflicts_with = "ios")]
+    #[arg(long, value_parser = job::parse_duration, allow_hyphen_values = true, conflicts_with = "ios")]
     pub runtime: Option<Duration>,
     /// Stop after this many I/Os in total (shared by the job threads).
     #[arg(long)]
@@ -260,6 +260,67 @@ pub struct JobCommon {
 impl JobArgs {
     pub fn to_job(&self) -> Result<Job> {
         self.common.to_job(self.engine, self.qd)
+    }
+
+    /// The generator's flags given a value other than their default (--runtime aside: it also
+    /// bounds a trace of another process). With --pid or -- CMD they cannot apply: the traced
+    /// process does its own I/O, so they are refused rather than ignored.
+    pub fn generator_flags_set(&self) -> Vec<&'static str> {
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let d = Defaults::parse_from(["iopath"]).job;
+        let (a, b) = (&self.common, &d.common);
+        let differs = |x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{x:?}") != format!("{y:?}");
+        [
+            ("--engine", differs(&self.engine, &d.engine)),
+            ("--qd", self.qd != d.qd),
+            ("--rw", differs(&a.rw, &b.rw)),
+            ("--mix", a.mix != b.mix),
+            ("--bs", a.bs != b.bs),
+            ("--size", a.size != b.size),
+            ("--ios", a.ios != b.ios),
+            ("--file", a.file != b.file),
+            ("--device", a.device != b.device),
+            ("--direct", a.direct != b.direct),
+            ("--allow-write", a.allow_write != b.allow_write),
+            ("--jobs", a.jobs != b.jobs),
+            ("--cpus", a.cpus != b.cpus),
+            ("--seed", a.seed != b.seed),
+            ("--sqpoll", a.sqpoll != b.sqpoll),
+            ("--iopoll", a.iopoll != b.iopoll),
+            ("--fixed-bufs", a.fixed_bufs != b.fixed_bufs),
+            ("--force-async", a.force_async != b.force_async),
+            ("--hipri", a.hipri != b.hipri),
+            ("--batch-submit", a.batch_submit != b.batch_submit),
+            ("--batch-complete", a.batch_complete != b.batch_complete),
+            ("--verify", a.verify != b.verify),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+impl TraceArgs {
+    /// How long to trace another process (--pid, -- CMD): --duration, or --runtime as its
+    /// synonym there. The generator's flags are refused: they cannot apply to another process.
+    pub fn external_duration(&self) -> Result<Option<Duration>> {
+        let set = self.job.generator_flags_set();
+        if !set.is_empty() {
+            anyhow::bail!(
+                "{} set the bundled generator's workload and cannot apply to another process (--pid or -- CMD does its \
+                 own I/O): drop {}, or trace the generator without --pid / -- CMD",
+                set.join(", "),
+                if set.len() == 1 { "it" } else { "them" }
+            );
+        }
+        match (self.duration, self.job.common.runtime) {
+            (Some(_), Some(_)) => anyhow::bail!("--duration and --runtime say the same thing here: give one"),
+            (d, r) => Ok(d.or(r)),
+        }
     }
 }
 

@@ -184,12 +184,20 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
     let dir = if job.pointer("/read/io_bytes").and_then(Value::as_u64).unwrap_or(0) > 0 { "read" } else { "write" };
     let d = &job[dir];
     let g = |p: &str| d.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
-    let mut config = BTreeMap::new();
-    if let Some(o) = job.get("job options") {
-        flatten("job", o, &mut config);
-    }
+    let mut options = BTreeMap::new();
+    // A job's own options override the global section's.
     if let Some(o) = v.pointer("/global options") {
-        flatten("job", o, &mut config);
+        flatten("", o, &mut options);
+    }
+    if let Some(o) = job.get("job options") {
+        flatten("", o, &mut options);
+    }
+    let config = fio_job(&options);
+    // fio counts the job's context switches (getrusage), as iopath counts the traced threads'.
+    let mut per_io = BTreeMap::new();
+    let ios: u64 = ["read", "write"].iter().filter_map(|d| job.pointer(&format!("/{d}/total_ios"))?.as_u64()).sum();
+    if let (Some(ctx), true) = (job.get("ctx").and_then(Value::as_f64), ios > 0) {
+        per_io.insert("ctx_switches".to_owned(), ctx / ios as f64);
     }
     Ok(Side {
         source: source.to_owned(),
@@ -209,11 +217,78 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
         },
         phases: None,
         nvme_phases: BTreeMap::new(),
-        per_io: BTreeMap::new(),
+        per_io,
         config,
         folded: None,
         unreconciled: None,
     })
+}
+
+/// fio's job options in iopath's own job vocabulary (`job.engine`, `job.qd`, `job.bs` in bytes ...),
+/// so an iopath report and a fio run of the same workload compare setting by setting. fio's
+/// defaults fill what the job file left out (iodepth 1, bs 4k, rw read, buffered, one job): fio
+/// ran with them. Options iopath has no word for stay under `job.fio.*`, compared with fio only.
+fn fio_job(o: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let get = |k: &str| o.get(k).map(String::as_str);
+    let truthy = |k: &str| get(k).is_some_and(|v| v.is_empty() || v == "1" || v == "true");
+    let mut out = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        out.insert(format!("job.{k}"), v);
+    };
+    let engine = get("ioengine").unwrap_or("psync");
+    put(
+        "engine",
+        match engine {
+            "io_uring" => "uring",
+            "libaio" => "aio",
+            "psync" | "pvsync" | "pvsync2" | "sync" => "psync",
+            other => other,
+        }
+        .to_owned(),
+    );
+    put("qd", get("iodepth").unwrap_or("1").to_owned());
+    let bs = get("bs").or(get("blocksize")).unwrap_or("4k");
+    put("bs", crate::job::parse_size(bs).map_or_else(|_| bs.to_owned(), |b| b.to_string()));
+    let rw = match get("rw").or(get("readwrite")).unwrap_or("read") {
+        "rw" | "readwrite" => "rw",
+        r => r,
+    };
+    put("rw", rw.to_owned());
+    if let Some(m) = get("rwmixread") {
+        put("mix_read_pct", m.to_owned());
+    }
+    put("direct", truthy("direct").to_string());
+    put("jobs", get("numjobs").unwrap_or("1").to_owned());
+    if let Some(f) = get("filename") {
+        put("target.path", f.to_owned());
+    }
+    put("sqpoll", truthy("sqthread_poll").to_string());
+    put("fixed_bufs", truthy("fixedbufs").to_string());
+    put("force_async", truthy("force_async").to_string());
+    // `hipri` is polled completion: io_uring's IOPOLL, or RWF_HIPRI for pvsync2.
+    let hipri = truthy("hipri");
+    put("iopoll", (hipri && engine == "io_uring").to_string());
+    put("hipri", (hipri && engine == "pvsync2").to_string());
+    let known = [
+        "ioengine",
+        "iodepth",
+        "bs",
+        "blocksize",
+        "rw",
+        "readwrite",
+        "rwmixread",
+        "direct",
+        "numjobs",
+        "filename",
+        "sqthread_poll",
+        "fixedbufs",
+        "force_async",
+        "hipri",
+    ];
+    for (k, v) in o.iter().filter(|(k, _)| !known.contains(&k.as_str())) {
+        put(&format!("fio.{k}"), v.clone());
+    }
+    out
 }
 
 /// Objects become dotted keys; lists of named objects are keyed by name (devices.vda.scheduler);
@@ -327,6 +402,10 @@ pub struct Comparison {
     /// Events per I/O before and after.
     pub per_io: Vec<(String, Change)>,
     pub config_changes: Vec<ConfigChange>,
+    /// Settings only one side records (an older report, fio's options iopath has no word for):
+    /// not known on the other, so not compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub config_one_side_only: Vec<String>,
     /// On-CPU frames whose share grew / shrank the most (needs both sides' folded stacks).
     pub frames_grew: Vec<FrameChange>,
     pub frames_shrank: Vec<FrameChange>,
@@ -420,9 +499,16 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
     let dominant = largest(Some(explains)).or_else(|| largest(None));
     let dominant_phase = if unreconciled.is_empty() { dominant.map_or("none", |p| p.phase) } else { "none" };
 
+    // A count one side did not measure is unknown there, not zero (fio has no IRQ counts). In a
+    // family a side measured (its system calls, its routes), a name it lacks did not happen: 0.
+    let known = |s: &Side, k: &str| {
+        s.per_io.contains_key(k)
+            || ["syscall ", "share "].iter().any(|f| k.starts_with(f) && s.per_io.keys().any(|x| x.starts_with(f)))
+    };
     let keys: BTreeSet<&String> = b.per_io.keys().chain(a.per_io.keys()).collect();
     let per_io: Vec<(String, Change)> = keys
         .into_iter()
+        .filter(|k| known(b, k) && known(a, k))
         .map(|k| {
             let g = |s: &Side| s.per_io.get(k).copied().unwrap_or(0.0);
             (k.clone(), Change::new(g(b), g(a)))
@@ -458,6 +544,7 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
     let has_job = |s: &Side| s.config.keys().any(|k| k.starts_with("job."));
     let jobs_comparable = has_job(b) == has_job(a);
     let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
+    let mut one_side_only = Vec::new();
     let config_changes: Vec<ConfigChange> = keys
         .into_iter()
         .filter(|k| {
@@ -469,6 +556,14 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
         })
         .filter_map(|k| {
             let (x, y) = (b.config.get(k), a.config.get(k));
+            // A setting one side does not record is not known there: never a change, except
+            // a cgroup limit where both sides captured the cgroup (no io.max line = no limit).
+            if (x.is_none() || y.is_none()) && !(cgroup_known && k.starts_with("cgroup.limits.")) {
+                if x != y {
+                    one_side_only.push(k.clone());
+                }
+                return None;
+            }
             (x != y).then(|| ConfigChange {
                 key: k.clone(),
                 before: x.cloned().unwrap_or_else(|| "(absent)".into()),
@@ -503,6 +598,7 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
         nvme_phases,
         per_io,
         config_changes,
+        config_one_side_only: one_side_only,
         frames_grew,
         frames_shrank,
         frames_new,
@@ -980,6 +1076,38 @@ mod tests {
         let s = side_from_json(&fio, "fio.json", None).unwrap();
         assert_eq!((s.iops, s.lat.mean, s.lat.p99), (1000.0, 50000.0, 90000.0));
         assert!(s.phases.is_none());
-        assert_eq!(s.config["job.iodepth"], "16");
+        assert_eq!(s.config["job.qd"], "16");
+    }
+
+    /// The same 2 s randread job, seconds apart: `iopath run --engine uring --qd 16` and fio with
+    /// io_uring, iodepth=16 (recorded on the build VM, tests/data/compare-fio). fio's JSON has no
+    /// system configuration and none of iopath's generator-only settings: unknown, not changes.
+    #[test]
+    fn iopath_and_fio_of_one_job_differ_in_nothing_they_both_record() {
+        let read = |f: &str| -> Value {
+            let p = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/compare-fio/");
+            serde_json::from_slice(&std::fs::read(format!("{p}{f}")).unwrap()).unwrap()
+        };
+        let ours = side_from_json(&read("iopath-run.json"), "iopath-run.json", None).unwrap();
+        let mut fio_json = read("fio.json");
+        let fio = side_from_json(&fio_json, "fio.json", None).unwrap();
+        for (k, v) in [("engine", "uring"), ("qd", "16"), ("bs", "4096"), ("rw", "randread"), ("direct", "true")] {
+            assert_eq!(fio.config[&format!("job.{k}")], v, "{k}");
+        }
+        let c = compare(&ours, &fio);
+        assert!(c.config_changes.is_empty(), "{:?}", c.config_changes);
+        assert!(c.causes.is_empty(), "{:?}", c.causes);
+        for k in ["job.verify", "job.fio.name"] {
+            assert!(c.config_one_side_only.iter().any(|x| x == k), "{k}: {:?}", c.config_one_side_only);
+        }
+        // Measured on both sides (fio's getrusage count): compared; IRQs fio does not count: not.
+        assert!(per_io(&c, "ctx_switches").is_some_and(|x| x.after > 0.0));
+        assert!(per_io(&c, "irq").is_none());
+        // A real difference of the job is still one, and named.
+        fio_json["jobs"][0]["job options"]["iodepth"] = "32".into();
+        let c = compare(&ours, &side_from_json(&fio_json, "fio.json", None).unwrap());
+        let qd = c.config_changes.iter().find(|x| x.key == "job.qd").expect("qd change");
+        assert_eq!((qd.before.as_str(), qd.after.as_str()), ("16", "32"));
+        assert!(c.causes.iter().any(|x| x.starts_with("the job itself changed")), "{:?}", c.causes);
     }
 }

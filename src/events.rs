@@ -68,6 +68,11 @@ pub struct EventsSummary {
     pub records: u64,
     /// Records whose timestamps are out of order (a missed hook): counted, not used.
     pub inconsistent: u64,
+    /// Records no trace writes: a field out of range (unknown submit mode or route flag, no
+    /// process, a timestamp of 0, an I/O longer than an hour): a damaged file. Counted, not used.
+    pub invalid: u64,
+    /// Bytes after the last whole record (a file cut short): not used.
+    pub truncated_bytes: u64,
     pub submission: LatSummary,
     pub block: LatSummary,
     pub device: LatSummary,
@@ -81,7 +86,39 @@ pub fn write_header(w: &mut impl Write) -> io::Result<()> {
     w.write_all(HEADER)
 }
 
-/// Reads an events file and summarizes it.
+/// `enum submit_mode` values and `enum route_flag` bits of bpf/phases.h a trace can write.
+const KNOWN_MODES: std::ops::RangeInclusive<u32> = 1..=3;
+const KNOWN_FLAGS: u32 = 0x00ff_0000;
+/// No I/O a trace records takes an hour: a longer one is a damaged timestamp.
+const MAX_IO_NS: u64 = 3_600_000_000_000;
+
+impl IoRecord {
+    /// Fields a trace can have written (order is checked separately: a missed hook, not damage).
+    fn valid(&self) -> bool {
+        KNOWN_MODES.contains(&(self.mode & 0xffff))
+            && self.mode & !(0xffff | KNOWN_FLAGS) == 0
+            && self.tgid != 0
+            && self.submit_ts != 0
+            && self.reap_ts.wrapping_sub(self.submit_ts) < MAX_IO_NS
+    }
+}
+
+/// Reads into `buf` until it is full or the input ends; how many bytes it got.
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Reads an events file and summarizes it. Damaged or cut records are counted and left out; a
+/// file with no usable record is an error, not an empty table.
 pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
     let mut head = vec![0u8; HEADER.len()];
     r.read_exact(&mut head).context("reading the events header")?;
@@ -93,13 +130,17 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
     let mut s = EventsSummary::default();
     let mut buf = [0u8; RECORD_SIZE];
     loop {
-        match r.read_exact(&mut buf) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e).context("reading events"),
+        let n = fill(r, &mut buf).context("reading events")?;
+        if n < RECORD_SIZE {
+            s.truncated_bytes = n as u64;
+            break;
         }
         let Some(e) = IoRecord::parse(&buf) else { break };
         s.records += 1;
+        if !e.valid() {
+            s.invalid += 1;
+            continue;
+        }
         let ordered = e.submit_ts <= e.queue_ts
             && e.queue_ts <= e.issue_ts
             && e.issue_ts <= e.complete_ts
@@ -128,12 +169,39 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
     s.completion_posted = (posted.count() > 0).then(|| posted.summary());
     s.completion_reap = reap.summary();
     s.total = total.summary();
+    let used = s.records - s.inconsistent - s.invalid;
+    if used == 0 {
+        let mut why = format!("no usable I/O record in the events file ({} records", s.records);
+        if s.invalid > 0 {
+            why.push_str(&format!(", {} damaged", s.invalid));
+        }
+        if s.inconsistent > 0 {
+            why.push_str(&format!(", {} out of order", s.inconsistent));
+        }
+        if s.truncated_bytes > 0 {
+            why.push_str(&format!(", {} bytes of a cut record", s.truncated_bytes));
+        }
+        bail!(
+            "{why}): it is empty or damaged; write a new one with 'iopath trace --events-out FILE' (a trace \
+             that followed no I/O writes only the header)"
+        );
+    }
     Ok(s)
 }
 
 pub fn render_text(s: &EventsSummary, w: &mut impl Write) -> io::Result<()> {
     use crate::report::text::us;
     writeln!(w, "iopath report: {} I/O records ({} out of order, not used)", s.records, s.inconsistent)?;
+    if s.invalid > 0 {
+        writeln!(w, "  WARNING {} damaged records (fields no trace writes): not used", s.invalid)?;
+    }
+    if s.truncated_bytes > 0 {
+        writeln!(
+            w,
+            "  WARNING the file ends {} bytes into a record: cut short (a trace killed while writing, or a partial copy)",
+            s.truncated_bytes
+        )?;
+    }
     writeln!(w, "  phases (us)          mean      p50      p90      p99    p99.9      max")?;
     let mut row = |name: &str, l: &LatSummary| {
         writeln!(
@@ -180,7 +248,7 @@ mod tests {
     fn records_round_trip_and_summarize_exactly() {
         let mut file = HEADER.to_vec();
         for i in 0..1000 {
-            file.extend_from_slice(&rec(i * 1_000_000, i % 2 == 0).to_bytes());
+            file.extend_from_slice(&rec(1 + i * 1_000_000, i % 2 == 0).to_bytes());
         }
         let mut bad = rec(5, true);
         bad.issue_ts = 1; // before queue: a missed hook
@@ -194,6 +262,37 @@ mod tests {
         assert_eq!(s.completion_posted.unwrap().count, 500);
         assert_eq!(s.total.mean, 115_000);
         assert_eq!(s.completion_reap.count, 1000);
+    }
+
+    #[test]
+    fn damaged_cut_and_empty_files_are_counted_or_refused() {
+        let mut file = HEADER.to_vec();
+        for i in 0..10 {
+            file.extend_from_slice(&rec(1 + i * 1_000_000, true).to_bytes());
+        }
+        // A flipped high byte in reap_ts: ordered, but an I/O of years.
+        let mut b = rec(7, true).to_bytes();
+        b[55] = 0x7f;
+        file.extend_from_slice(&b);
+        // Random bytes where a record was.
+        file.extend_from_slice(&[0xa5; RECORD_SIZE]);
+        // Cut mid-record.
+        file.extend_from_slice(&rec(9, false).to_bytes()[..40]);
+        let s = summarize(&mut file.as_slice()).unwrap();
+        assert_eq!((s.records, s.invalid, s.inconsistent, s.truncated_bytes), (12, 2, 0, 40));
+        assert_eq!(s.total.count, 10);
+        assert_eq!(s.completion.max, 11_000, "no damaged value reaches a summary");
+        let mut text = Vec::new();
+        render_text(&s, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("2 damaged records") && text.contains("40 bytes into a record"), "{text}");
+        // Header only, and nothing but damage: errors that say so.
+        let e = format!("{:#}", summarize(&mut &HEADER[..]).unwrap_err());
+        assert!(e.contains("no usable I/O record") && e.contains("--events-out"), "{e}");
+        let mut junk = HEADER.to_vec();
+        junk.extend_from_slice(&[0xff; RECORD_SIZE * 3]);
+        let e = format!("{:#}", summarize(&mut junk.as_slice()).unwrap_err());
+        assert!(e.contains("3 records, 3 damaged"), "{e}");
     }
 
     #[test]

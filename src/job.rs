@@ -144,6 +144,20 @@ impl Job {
         if self.qd > 65536 {
             bail!("--qd {} is larger than any engine allows (at most 65536)", self.qd);
         }
+        if self.engine == EngineKind::Uring && self.qd > 32768 {
+            bail!(
+                "--qd {} is more than an io_uring ring holds (32768 entries, IORING_MAX_ENTRIES): use --qd 32768 or \
+                 less, and --jobs for more rings",
+                self.qd
+            );
+        }
+        if self.jobs > MAX_JOBS {
+            bail!(
+                "--jobs {} is more worker threads than iopath runs (at most {MAX_JOBS}): each sets up its own file, \
+                 buffers and ring before the start line, and thousands measure thread start-up, not I/O",
+                self.jobs
+            );
+        }
         if self.bs == 0 {
             bail!("--bs must be larger than 0");
         }
@@ -241,8 +255,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Parses durations: `10s`, `500ms`, `250us`, `2m`, `1h`; a bare number is seconds (as in fio).
+/// Worker threads at most: 1024 x QD1 psync threads is already past what a 2-CPU machine
+/// schedules evenly; 10000 took 23 s to set up for a 1 s run.
+pub const MAX_JOBS: u32 = 1024;
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("'{s}': a duration cannot be negative (use e.g. 10s, 500ms, 2m)"));
+    }
     let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
     if digits == 0 {
         return Err(format!("'{s}' is not a duration: use e.g. 10s, 500ms, 2m"));

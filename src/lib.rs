@@ -10,6 +10,7 @@ pub mod hist;
 pub mod job;
 pub mod loadgen;
 pub mod model;
+pub mod output;
 pub mod probe;
 pub mod report;
 pub mod sweep;

@@ -1,10 +1,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use std::collections::BTreeSet;
+
 use anyhow::{Context, Result};
 use clap::Parser;
 
 use iopath::cli::{Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, SweepArgs, TraceArgs};
+use iopath::output::{check_and_say, print, write_file};
 use iopath::{doctor, loadgen, report, sysconf};
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
 
 fn run(a: RunArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
+    check_and_say(a.json.as_deref(), None)?;
     let outcome = loadgen::run(&job)?;
     let rep = report::Report::from_run(&job, outcome);
     emit(&rep, a.json.as_deref())?;
@@ -45,6 +49,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, true) => None,
     };
     let sampling = a.flamegraph || a.offcpu;
+    check_and_say(a.json.as_deref(), a.out.as_deref())?;
     let flags = iopath::trace::TraceFlags {
         force_raw_tp: a.raw_tp,
         prog_stats: a.prog_stats,
@@ -58,7 +63,10 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         }),
     };
     let (mut rep, raw) = match external {
-        Some(what) => iopath::trace::run_external(what, a.duration, &flags)?,
+        Some(what) => iopath::trace::run_external(what, a.external_duration()?, &flags)?,
+        None if a.duration.is_some() => anyhow::bail!(
+            "--duration bounds a trace of another process (--pid or -- CMD); the bundled generator runs for --runtime"
+        ),
         None => iopath::trace::run(&a.job.to_job()?, &flags)?,
     };
     if verbose {
@@ -78,24 +86,27 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     let out = a.out.clone().or_else(|| sampling.then(|| iopath::flame::default_dir(&rep.label())));
     if let (Some(dir), Some(stacks)) = (&out, &raw.stacks) {
         let (title, subtitle) = rep.headline();
-        rep.flamegraphs = Some(iopath::flame::write_graphs(stacks, dir, &title, &subtitle)?);
+        // A finished trace is never dropped for its pictures: the report says what failed.
+        match iopath::flame::write_graphs(stacks, dir, &title, &subtitle) {
+            Ok(g) => rep.flamegraphs = Some(g),
+            Err(e) => rep.warnings.push(format!("flamegraphs not written: {e:#}")),
+        }
     }
+    // The report first (stdout, --json), then the folder: a folder that cannot be written loses
+    // nothing already printed.
+    emit(&rep, a.json.as_deref())?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let write = |name: &str, bytes: Vec<u8>| {
-            std::fs::write(dir.join(name), bytes).with_context(|| format!("writing {}", dir.join(name).display()))
-        };
-        write("report.json", serde_json::to_vec_pretty(&rep)?)?;
-        write("raw.json", serde_json::to_vec(&raw)?)?;
+        write_file(&dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
+        write_file(&dir.join("raw.json"), serde_json::to_vec(&raw)?)?;
         let mut txt = Vec::new();
         report::render_text(&rep, &mut txt)?;
-        write("report.txt", txt)?;
+        write_file(&dir.join("report.txt"), txt)?;
         let flame =
             rep.flamegraphs.as_ref().and_then(|f| f.oncpu.as_ref()).and_then(|g| std::fs::read_to_string(&g.svg).ok());
         let html = report::html::trace_page(&serde_json::to_value(&rep)?, &raw, flame.as_deref());
-        write("report.html", html.into_bytes())?;
+        write_file(&dir.join("report.html"), html)?;
     }
-    emit(&rep, a.json.as_deref())?;
     if let Some(e) = iopath::trace::command_failed(&rep) {
         return Err(e);
     }
@@ -105,13 +116,21 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
 fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
     let out = |label: &str| a.trace.out.clone().unwrap_or_else(|| iopath::flame::default_dir(label));
     if let Some(input) = &a.perf_script {
-        let g = iopath::flame::write_from_perf(input, &out("perf"))?;
-        println!("{} samples in {} stacks: {} and {}", g.total, g.stacks, g.folded.display(), g.svg.display());
+        let dir = out("perf");
+        check_and_say(None, Some(&dir))?;
+        let g = iopath::flame::write_from_perf(input, &dir)?;
+        print(|w| {
+            writeln!(w, "{} samples in {} stacks: {} and {}", g.total, g.stacks, g.folded.display(), g.svg.display())
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(files) = &a.diff {
-        let (folded, svg) = iopath::flame::write_diff(&files[0], &files[1], &out("diff"))?;
-        println!("differential flamegraph (red grew, blue shrank): {} and {}", folded.display(), svg.display());
+        let dir = out("diff");
+        check_and_say(None, Some(&dir))?;
+        let (folded, svg) = iopath::flame::write_diff(&files[0], &files[1], &dir)?;
+        print(|w| {
+            writeln!(w, "differential flamegraph (red grew, blue shrank): {} and {}", folded.display(), svg.display())
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = a.trace;
@@ -139,6 +158,7 @@ fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<st
 }
 
 fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
+    check_and_say(a.json.as_deref(), a.out.as_deref())?;
     let (before, fb) = load_side(&a.before)?;
     let (after, fa) = load_side(&a.after)?;
     let mut c = iopath::compare::compare(&before, &after);
@@ -151,20 +171,19 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
     if let Some(d) = &dir {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         let diff = c.diff_flamegraph.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
-        std::fs::write(d.join("report.html"), report::html::compare_page(&c, diff.as_deref()))?;
-        std::fs::write(d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
+        write_file(&d.join("report.html"), report::html::compare_page(&c, diff.as_deref()))?;
+        write_file(&d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
     }
     match &a.json {
-        Some(p) if p.as_os_str() == "-" => {
-            serde_json::to_writer_pretty(std::io::stdout().lock(), &c)?;
-            println!();
-        }
+        Some(p) if p.as_os_str() == "-" => print(|w| {
+            serde_json::to_writer_pretty(&mut *w, &c)?;
+            writeln!(w)
+        })?,
         Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
-            serde_json::to_writer_pretty(f, &c)?;
-            report::compare_text::render(&c, &mut std::io::stdout().lock())?;
+            print(|w| report::compare_text::render(&c, w))?;
+            write_file(p, serde_json::to_vec_pretty(&c)?)?;
         }
-        None => report::compare_text::render(&c, &mut std::io::stdout().lock())?,
+        None => print(|w| report::compare_text::render(&c, w))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -183,11 +202,14 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         iopath::trace::check_can_trace(&sysconf::SysRoots::live())?;
     }
     let dir = a.out.clone().unwrap_or_else(|| iopath::flame::default_dir("sweep"));
+    check_and_say(None, Some(&dir))?;
+    let existed = dir.exists();
     std::fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
     loadgen::stop_on_signals();
     let plan = sweep::plan(variants.len(), &qds, a.repeat, base.seed);
     let started = std::time::Instant::now();
     let mut results = Vec::new();
+    let mut failed = Vec::new();
     let mut first_config = None;
     for (i, p) in plan.iter().enumerate() {
         if loadgen::stopped() {
@@ -206,12 +228,18 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
             Err(e) => {
                 // One failed point must not lose the others: it shows as missing runs.
                 eprintln!("iopath sweep: {} qd{} run {} failed: {e:#}", v.name, p.qd, p.rep);
+                failed.push(sweep::FailedRun {
+                    variant: v.name.clone(),
+                    qd: p.qd,
+                    rep: p.rep,
+                    error: format!("{e:#}"),
+                });
                 continue;
             }
         };
         let name = format!("runs/{}-qd{}-r{}.json", v.name.replace('+', "_"), p.qd, p.rep);
         let value = serde_json::to_value(&rep)?;
-        std::fs::write(dir.join(&name), serde_json::to_vec_pretty(&value)?)?;
+        write_file(&dir.join(&name), serde_json::to_vec_pretty(&value)?)?;
         if first_config.is_none() {
             first_config = Some(value["config"].clone());
         }
@@ -236,13 +264,32 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
             }
         }
     }
-    let s = sweep::summarize(&variants, &qds, a.repeat, base.seed, !a.no_trace, results);
-    std::fs::write(dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
-    std::fs::write(dir.join("report.html"), report::html::sweep_page(&s, first_config.as_ref()))?;
-    for (stem, svg) in report::html::sweep_charts(&s) {
-        std::fs::write(dir.join(format!("{stem}.svg")), svg)?;
+    if results.is_empty() {
+        // Nothing to show: leave nothing behind either.
+        if !existed {
+            let _ = std::fs::remove_dir_all(&dir);
+        } else {
+            let _ = std::fs::remove_dir(dir.join("runs"));
+        }
+        match failed.first() {
+            Some(f) => anyhow::bail!(
+                "no run of the sweep succeeded ({} of {} failed); the first, {} qd{}: {}",
+                failed.len(),
+                plan.len(),
+                f.variant,
+                f.qd,
+                f.error
+            ),
+            None => anyhow::bail!("the sweep was stopped before any run finished"),
+        }
     }
-    let mut out = std::io::stdout().lock();
+    let s = sweep::summarize(&variants, &qds, a.repeat, base.seed, !a.no_trace, results, failed);
+    write_file(&dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
+    write_file(&dir.join("report.html"), report::html::sweep_page(&s, first_config.as_ref()))?;
+    for (stem, svg) in report::html::sweep_charts(&s) {
+        write_file(&dir.join(format!("{stem}.svg")), svg)?;
+    }
+    let mut out = Vec::new();
     writeln!(
         out,
         "{:<16}{:>5}{:>12}{:>22}{:>10}{:>10}{:>10}",
@@ -261,48 +308,66 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
             p.inflight_avg.median
         )?;
     }
+    if !s.failed.is_empty() {
+        let points: BTreeSet<String> = s.failed.iter().map(|f| format!("{} qd{}", f.variant, f.qd)).collect();
+        writeln!(
+            out,
+            "WARNING {} of {} runs failed ({}): those points have fewer runs or none; why is in sweep.json 'failed'",
+            s.failed.len(),
+            plan.len(),
+            points.into_iter().collect::<Vec<_>>().join(", ")
+        )?;
+    }
     writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;
+    print(|w| w.write_all(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// The report on stdout (text, or JSON for --json -), and with --json FILE also there: printed
+/// first, so a file that cannot be written loses nothing already shown.
 fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {
-    let stdout = std::io::stdout();
-    match json {
-        Some(p) if p.as_os_str() == "-" => {
-            serde_json::to_writer_pretty(stdout.lock(), rep)?;
-            writeln!(stdout.lock())?;
-        }
-        Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
-            serde_json::to_writer_pretty(f, rep)?;
-            report::render_text(rep, &mut stdout.lock())?;
-        }
-        None => report::render_text(rep, &mut stdout.lock())?,
+    if json.is_none_or(|p| p.as_os_str() == "-") && iopath::output::stdout_discarded() {
+        eprintln!(
+            "iopath: note: standard output is /dev/null (or was closed): this report is printed nowhere; \
+             --json FILE or --out DIR keeps it"
+        );
     }
-    Ok(())
+    match json {
+        Some(p) if p.as_os_str() == "-" => print(|w| {
+            serde_json::to_writer_pretty(&mut *w, rep)?;
+            writeln!(w)
+        }),
+        Some(p) => {
+            print(|w| report::render_text(rep, w))?;
+            write_file(p, serde_json::to_vec_pretty(rep)?)
+        }
+        None => print(|w| report::render_text(rep, w)),
+    }
 }
 
 fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
     let d = doctor::examine(&sysconf::SysRoots::live());
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &d)?;
-        writeln!(out)?;
-    } else {
-        doctor::render_text(&d, &mut out)?;
-    }
+    print(|w| {
+        if a.json {
+            serde_json::to_writer_pretty(&mut *w, &d)?;
+            writeln!(w)
+        } else {
+            doctor::render_text(&d, w)
+        }
+    })?;
     Ok(if d.tracing_possible { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
     let f = std::fs::File::open(&a.events).with_context(|| format!("opening {}", a.events.display()))?;
     let s = iopath::events::summarize(&mut std::io::BufReader::new(f))?;
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &s)?;
-        writeln!(out)?;
-    } else {
-        iopath::events::render_text(&s, &mut out)?;
-    }
+    print(|w| {
+        if a.json {
+            serde_json::to_writer_pretty(&mut *w, &s)?;
+            writeln!(w)
+        } else {
+            iopath::events::render_text(&s, w)
+        }
+    })?;
     Ok(ExitCode::SUCCESS)
 }

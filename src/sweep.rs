@@ -210,6 +210,16 @@ pub struct SweepReport {
     pub points: Vec<Point>,
     /// Every run, in the order it ran.
     pub runs: Vec<RunResult>,
+    /// Runs that failed, with why: missing from their point, never silently.
+    pub failed: Vec<FailedRun>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FailedRun {
+    pub variant: String,
+    pub qd: u32,
+    pub rep: u32,
+    pub error: String,
 }
 
 fn spread(mut v: Vec<f64>) -> Spread {
@@ -227,6 +237,7 @@ pub fn summarize(
     seed: u64,
     traced: bool,
     runs: Vec<RunResult>,
+    failed: Vec<FailedRun>,
 ) -> SweepReport {
     let mut points = Vec::new();
     let mut partial = false;
@@ -267,9 +278,10 @@ pub fn summarize(
         variants: variants.iter().map(|v| v.name.clone()).collect(),
         qds: qds.to_vec(),
         traced,
-        partial,
+        partial: partial || !failed.is_empty(),
         points,
         runs,
+        failed,
     }
 }
 
@@ -326,8 +338,15 @@ mod tests {
             phases_ns: [iops, 0.0, 0.0, 0.0],
             ..Default::default()
         };
-        let s =
-            summarize(&vars, &[8, 16], 3, 1, true, vec![run(1, 300.0, 9.0), run(2, 100.0, 30.0), run(3, 200.0, 15.0)]);
+        let s = summarize(
+            &vars,
+            &[8, 16],
+            3,
+            1,
+            true,
+            vec![run(1, 300.0, 9.0), run(2, 100.0, 30.0), run(3, 200.0, 15.0)],
+            Vec::new(),
+        );
         assert!(s.partial, "qd16 never ran");
         assert_eq!(s.points.len(), 1);
         let p = &s.points[0];

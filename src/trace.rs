@@ -77,6 +77,34 @@ fn all_disk_irqs(roots: &SysRoots) -> (Vec<u32>, Vec<String>) {
     (irqs, names)
 }
 
+/// Every process below `pid` now (children, their children ...), from /proc's parent links: a
+/// running fio's workers or a PostgreSQL postmaster's backends, forked before the trace began.
+/// Threads need no listing: they share their process's tgid.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        // The comm may hold spaces and parentheses: fields start after the last ')'.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parent_of.push((p, pp));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(q) = frontier.pop() {
+        for &(c, _) in parent_of.iter().filter(|&&(c, pp)| pp == q && c != pid) {
+            if !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 /// utime + stime of a process so far, in ns (None once it is gone).
 fn proc_cpu(pid: u32) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -100,6 +128,9 @@ fn command_line(pid: u32) -> String {
         })
         .unwrap_or_default()
 }
+
+/// A command interrupted (--duration, Ctrl-C) that has not exited after this long is killed.
+const KILL_AFTER_NS: u64 = 5_000_000_000;
 
 /// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
 pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
@@ -134,6 +165,10 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                 cmd.pre_exec(move || {
                     // dup2 onto itself keeps O_CLOEXEC: clear it explicitly in that case.
                     let ok = if rd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(rd, 3) };
+                    // iopath killed (SIGKILL: no handler runs) must not orphan the command.
+                    if ok >= 0 && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     if ok < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -146,13 +181,18 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
             (child.id(), Some(wr))
         }
     };
+    // A running process's existing children are part of it (fio's workers do the I/O).
+    let children = match &what {
+        External::Pid(_) => descendants(pid),
+        External::Command(_) => Vec::new(),
+    };
     let opts = TraceOpts {
         tgid: 0,
         exclude_tids: Vec::new(),
         irqs,
         force_raw_tp: flags.force_raw_tp,
         prog_stats: flags.prog_stats,
-        tree: vec![pid],
+        tree: std::iter::once(pid).chain(children.iter().copied()).collect(),
         events: flags.events || flags.events_out.is_some(),
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
@@ -170,6 +210,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let mut child_cpu = (0u64, 0u64);
     let mut last_cpu = cpu_before;
     let mut exited_early = false;
+    let mut timed_out = false;
+    let mut interrupted = false;
     let traced = session::trace(&opts, || {
         if let Some(wr) = gate {
             // SAFETY: writing one line to our pipe, then closing it: the gate opens.
@@ -180,6 +222,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         }
         let deadline = duration.map(|d| start + d.as_nanos() as u64);
         let mut signalled = false;
+        let mut signalled_at = 0;
         loop {
             std::thread::sleep(Duration::from_millis(20));
             if gate.is_some() {
@@ -198,10 +241,17 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                     break;
                 }
                 let over = deadline.is_some_and(|d| loadgen::now_ns() >= d);
+                timed_out |= over && !signalled && !loadgen::stopped();
                 if (loadgen::stopped() || over) && !signalled {
                     // SAFETY: signalling our own child.
                     unsafe { libc::kill(pid as i32, libc::SIGINT) };
                     signalled = true;
+                    interrupted = true;
+                    signalled_at = loadgen::now_ns();
+                } else if signalled && loadgen::now_ns() - signalled_at > KILL_AFTER_NS {
+                    // It ignored SIGINT: the trace must end anyway.
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
                 }
             } else {
                 match proc_cpu(pid) {
@@ -211,7 +261,11 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                         break;
                     }
                 }
-                if loadgen::stopped() || deadline.is_some_and(|d| loadgen::now_ns() >= d) {
+                if loadgen::stopped() {
+                    break;
+                }
+                if deadline.is_some_and(|d| loadgen::now_ns() >= d) {
+                    timed_out = true;
                     break;
                 }
             }
@@ -236,12 +290,31 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     if exited_early {
         warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
     }
+    if let (true, Some(d)) = (timed_out, duration) {
+        warnings.push(match &what {
+            External::Pid(_) => {
+                format!("traced for {d:?} (--duration) and stopped; process {pid} was left running, untouched")
+            }
+            External::Command(_) => format!(
+                "the command was still running after {d:?} (--duration): iopath interrupted it (SIGINT) and traced it until it exited"
+            ),
+        });
+    }
     let command = match &what {
         External::Command(argv) => argv.join(" "),
         External::Pid(_) => command_line(pid),
     };
     let ios = raw.phase(crate::model::Phase::Total).count;
     if ios == 0 {
+        // What was followed, so "nothing seen" can be checked against what the user expected.
+        warnings.push(match (&what, children.len()) {
+            (External::Command(_), _) => format!("followed: the command (pid {pid}), its threads and every process it forked"),
+            (External::Pid(_), 0) => format!("followed: pid {pid} and its threads, and any process it forked during the trace (it had no children at the start)"),
+            (External::Pid(_), n) => format!(
+                "followed: pid {pid}, its {n} child processes at the start ({}), their threads, and any process forked during the trace",
+                children.iter().take(8).map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        });
         let cached = raw.counter(crate::model::Counter::NoBlockIo);
         warnings.push(if cached > 0 {
             format!("no I/O of this process reached a block device: its {cached} reads and writes of files were served by the page cache (buffered I/O)")
@@ -255,7 +328,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let summary = aggregate::summarize(&raw, seen);
     // IOPS over the I/O's own span: a command's start-up and exit are not its I/O rate.
     let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };
-    let mut rep = Report::from_process(Process { pid, command, exit_code }, &raw, span, cpu, warnings)
+    let mut rep = Report::from_process(Process { pid, command, exit_code, interrupted }, &raw, span, cpu, warnings)
         .with_trace(summary, irq_names);
     rep.config.cgroup = cgroup;
     Ok((rep, raw))
@@ -263,7 +336,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
 
 /// The error for a traced command that failed, after its report was written.
 pub fn command_failed(rep: &Report) -> Option<anyhow::Error> {
-    let code = rep.process.as_ref()?.exit_code?;
+    let p = rep.process.as_ref().filter(|p| !p.interrupted)?;
+    let code = p.exit_code?;
     let hint = match code {
         127 => " (command not found?)",
         125 => " (iopath's start gate failed: the command did not run)",

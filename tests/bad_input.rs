@@ -92,3 +92,246 @@ fn not_root() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("Permission denied") && err.contains("root"), "{err}");
 }
+
+/// Files that are not what a subcommand reads: refused with what they are not and what to pass,
+/// status 1, never a library's panic (inferno's perf collapser asserted on both perf inputs).
+#[test]
+fn unreadable_inputs() {
+    let d = scratch("bad-inputs");
+    let write = |name: &str, bytes: &[u8]| {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let text = write("a.txt", b"a\n\n");
+    let binary = write("bin", &[0x7f, b'E', b'L', b'F', 0, 1, 2, 3, 0xff, 0xfe]);
+    let out = d.join("out");
+    for (input, says) in [(&text, "no perf samples"), (&binary, "binary data")] {
+        let err = fails(&["flamegraph", "--perf-script", input, "--out", out.to_str().unwrap()]);
+        assert!(err.contains(says) && err.contains("perf record -g"), "{input}: {err}");
+        assert!(!out.exists(), "a refused input leaves no output folder");
+    }
+
+    // Events files: header only, cut mid-record, damaged: refused when nothing is usable,
+    // counted and shown when some records are.
+    let header = iopath::events::HEADER;
+    let only_header = write("header.events", header);
+    let err = fails(&["report", "--events", &only_header]);
+    assert!(err.contains("no usable I/O record") && err.contains("--events-out"), "{err}");
+    let rec = |base: u64| iopath::events::IoRecord {
+        tag: 1,
+        submit_ts: base,
+        queue_ts: base + 1_000,
+        issue_ts: base + 2_000,
+        complete_ts: base + 50_000,
+        posted_ts: 0,
+        reap_ts: base + 60_000,
+        tgid: 42,
+        mode: 2,
+    };
+    let mut damaged = header.to_vec();
+    damaged.extend_from_slice(&rec(1_000_000).to_bytes());
+    let mut bad = rec(2_000_000).to_bytes();
+    bad[55] = 0x7f; // reap_ts's top byte: an I/O of years
+    damaged.extend_from_slice(&bad);
+    damaged.extend_from_slice(&rec(3_000_000).to_bytes()[..20]);
+    let f = write("damaged.events", &damaged);
+    let out = iopath(&["report", "--events", &f]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("1 damaged records") && text.contains("20 bytes into a record"), "{text}");
+    assert!(text.contains("60.00"), "the one good record's total, 60 us: {text}");
+    let mut all_bad = header.to_vec();
+    all_bad.extend_from_slice(&bad);
+    let err = fails(&["report", "--events", &write("all-bad.events", &all_bad)]);
+    assert!(err.contains("1 records, 1 damaged"), "{err}");
+}
+
+/// --pid and -- CMD trace another process: the generator's flags cannot apply and are refused;
+/// --runtime bounds the trace like --duration; a command still running then is interrupted and
+/// the report says so (not "the command failed").
+#[test]
+fn tracing_another_process_honours_its_flags() {
+    require_root();
+    for (args, says) in [
+        (&["trace", "--pid", "1", "--qd", "4"][..], "--qd set the bundled generator's workload"),
+        (&["trace", "--pid", "1", "--file", "/tmp/x", "--rw", "randwrite"], "--rw, --file set the bundled"),
+        (&["trace", "--engine", "aio", "--", "true"], "--engine set the bundled"),
+        (&["trace", "--pid", "1", "--runtime", "1s", "--duration", "1s"], "give one"),
+        (&["trace", "--duration", "1s"], "the bundled generator runs for --runtime"),
+    ] {
+        let err = fails(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let t0 = std::time::Instant::now();
+    let out = iopath(&["trace", "--runtime", "1s", "--json", "-", "--", "sleep", "5"]);
+    let took = t0.elapsed().as_secs_f64();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(took < 3.0, "--runtime 1s -- sleep 5 took {took:.1} s");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["process"]["interrupted"], true, "{}", r["process"]);
+    assert!(r["warnings"].to_string().contains("iopath interrupted it (SIGINT)"), "{}", r["warnings"]);
+    // --pid: traced for --runtime, then left running.
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id().to_string();
+    let t0 = std::time::Instant::now();
+    let out = iopath(&["trace", "--pid", &pid, "--runtime", "1s", "--json", "-"]);
+    let took = t0.elapsed().as_secs_f64();
+    let still = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(took < 3.0, "--pid --runtime 1s took {took:.1} s");
+    assert!(still, "the traced process must be left running");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["warnings"].to_string().contains("was left running, untouched"), "{}", r["warnings"]);
+}
+
+/// A sweep none of whose runs succeeded fails and leaves no folder; one with some failed runs
+/// says how many, which points, and keeps why in sweep.json.
+#[test]
+fn sweeps_with_failed_runs_say_so() {
+    require_root();
+    let d = scratch("sweep-fail");
+    let f = d.join("t.dat");
+    let out = d.join("all-failed");
+    let common = [
+        "--qd",
+        "1",
+        "--repeat",
+        "1",
+        "--runtime",
+        "300ms",
+        "--no-trace",
+        "--size",
+        "8m",
+        "--file",
+        f.to_str().unwrap(),
+    ];
+    let mut args = vec!["sweep", "--engine", "uring+iopoll", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(&common);
+    let err = fails(&args);
+    assert!(err.contains("no run of the sweep succeeded (1 of 1 failed)") && err.contains("poll queues"), "{err}");
+    assert!(!out.exists(), "nothing left behind");
+    let out = d.join("some-failed");
+    let mut args = vec!["sweep", "--engine", "uring,uring+iopoll", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(&common);
+    let o = iopath(&args);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("WARNING 1 of 2 runs failed (uring+iopoll qd1)") && text.contains("(partial)"), "{text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(s["failed"][0]["variant"], "uring+iopoll");
+    assert!(s["failed"][0]["error"].as_str().unwrap().contains("poll queues"));
+    assert_eq!(s["points"].as_array().unwrap().len(), 1);
+}
+
+/// A layout that would fill the file system is refused before writing; one interrupted is
+/// undone; the file system is left as it was.
+#[test]
+fn layouts_never_fill_a_file_system_or_leave_partial_files() {
+    require_root();
+    let d = scratch("small-fs");
+    let l = LoopDev::new(&d.join("fs.img"), 96, 512);
+    sh("mkfs.ext4", &["-q", &l.0]);
+    let m = Mount::new(&[&l.0], &d.join("mnt"));
+    let f = m.0.join("t.dat");
+    let err = fails(&["run", "--file", f.to_str().unwrap(), "--size", "1g", "--ios", "1"]);
+    assert!(err.contains("needs 1.0 GiB") && err.contains("use a smaller --size"), "{err}");
+    assert!(!f.exists(), "nothing written");
+    // Interrupted mid-layout (Ctrl-C): acts at once, removes the file it made.
+    let big = d.join("big.dat");
+    let child = std::process::Command::new(bin())
+        .args(["run", "--file", big.to_str().unwrap(), "--size", "4g", "--ios", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !big.exists() && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(t1.elapsed().as_secs_f64() < 2.0, "SIGINT took {:?} to act", t1.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted while laying out"), "{err}");
+    assert!(!big.exists(), "the partial layout is removed");
+}
+
+/// Limits the kernel or the machine sets, named with the flag that hits them.
+#[test]
+fn limits_are_named_before_the_run() {
+    for (args, says) in [
+        (&["--qd", "65536"][..], "32768 entries"),
+        (&["--engine", "aio", "--qd", "70000"], "at most 65536"),
+        (&["--runtime", "-1s"], "cannot be negative"),
+        (&["--jobs", "10000"], "at most 1024"),
+    ] {
+        let err = run_err(args);
+        assert!(err.contains(says), "{args:?}: expected '{says}' in: {err}");
+    }
+    // clap's own rejection: status 2, the same message.
+    let o = iopath(&["trace", "--pid", "1", "--duration", "-5s"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be negative"));
+}
+
+/// Where the report goes is checked before the run; a finished report is never dropped; what is
+/// overwritten is said; a closed or full stdout is an error naming stdout.
+#[test]
+fn outputs_are_checked_before_the_run() {
+    require_root();
+    let d = scratch("outputs");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    let job = ["run", "--file", f, "--size", "4m", "--ios", "200"];
+    let with = |extra: &[&str]| -> Vec<String> { job.iter().chain(extra).map(|s| s.to_string()).collect() };
+    // A folder as --json, a missing folder, a read-only place: refused, and nothing ran.
+    let a = with(&["--json", d.to_str().unwrap()]);
+    assert!(fails(&argv(&a)).contains("that is a folder"));
+    let a = with(&["--json", "/no/such/dir/r.json"]);
+    assert!(fails(&argv(&a)).contains("does not exist"));
+    let ro = d.join("ro");
+    let m = Mount::new(&["-t", "tmpfs", "-o", "ro,size=1m", "none"], &ro);
+    let a = with(&["--json", m.0.join("r.json").to_str().unwrap()]);
+    let err = fails(&argv(&a));
+    assert!(err.contains("not writable") && !err.contains("IOPS"), "{err}");
+    let out = m.0.join("dir");
+    let err = fails(&["trace", "--file", f, "--size", "4m", "--ios", "200", "--out", out.to_str().unwrap()]);
+    assert!(err.contains("--out") && err.contains("not writable"), "{err}");
+    // Overwriting says so.
+    let j = d.join("r.json");
+    std::fs::write(&j, b"old").unwrap();
+    let a = with(&["--json", j.to_str().unwrap()]);
+    let o = iopath(&argv(&a));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists: it will be overwritten"));
+    assert!(std::fs::read_to_string(&j).unwrap().contains("iopath.report/1"));
+    // stdout closed (>&-: Rust reopens it on /dev/null) or /dev/null with nowhere else to keep
+    // the report: said; full (/dev/full): an error naming stdout, not a report lost silently.
+    let sh_run = |redir: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("\"$0\" run --file {f} --size 4m --ios 200 {redir}"))
+            .arg(bin())
+            .output()
+            .unwrap()
+    };
+    for redir in [">&-", ">/dev/null"] {
+        let o = sh_run(redir);
+        assert!(o.status.success(), "{redir}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("this report is printed nowhere"), "{redir}");
+    }
+    let o = sh_run(">/dev/full");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("writing to standard output") && err.contains("No space left"), "{err}");
+}
+
+fn argv(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

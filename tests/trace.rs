@@ -209,6 +209,40 @@ fn a_running_process_by_pid() {
     assert!((w - 0.3).abs() < 0.05, "write share {w:.3}, fio writes 30%");
 }
 
+/// fio forks its jobs before iopath attaches: the worker processes that exist at the start are
+/// part of the traced process (as a PostgreSQL postmaster's backends are), not missed.
+#[test]
+fn a_running_process_and_the_children_it_already_forked() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-pid-tree");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    run_json(&["--file", f, "--size", "64m", "--ios", "1"]);
+    let fio_out = d.join("fio.json");
+    let args = fio_args(
+        f,
+        "libaio",
+        &["--numjobs=2", "--group_reporting", "--runtime=4", &format!("--output={}", fio_out.display())],
+    );
+    let mut fio =
+        std::process::Command::new(&args[0]).args(&args[1..]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let pid = fio.id().to_string();
+    let out = iopath(&["trace", "--pid", &pid, "--duration", "1500ms", "--json", "-"]);
+    assert!(fio.wait().unwrap().success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios = r["ios"].as_f64().unwrap();
+    assert!(ios > 1000.0, "fio's two forked jobs do thousands of I/Os a second: {ios}");
+    assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99);
+    // The rate agrees with fio's own over its whole run (tracing costs a few percent).
+    let fio: serde_json::Value = serde_json::from_slice(&std::fs::read(&fio_out).unwrap()).unwrap();
+    let fio_iops = fio["jobs"][0]["read"]["iops"].as_f64().unwrap();
+    let iops = r["iops"].as_f64().unwrap();
+    assert!((iops / fio_iops - 1.0).abs() < 0.2, "traced {iops:.0} IOPS, fio's own {fio_iops:.0}");
+}
+
 #[test]
 fn bad_targets_for_tracing() {
     require_root();

@@ -264,8 +264,36 @@ pub fn prepare(job: &Job) -> Result<Prepared> {
     Ok(target)
 }
 
+/// Every worker keeps its own descriptors open (the target; io_uring's ring too): make room for
+/// them up front, raising the soft limit as far as the hard one allows, or say which flag and
+/// which limit, instead of a bare EMFILE from the 500th worker.
+fn ensure_fds(job: &Job) -> Result<()> {
+    let per = if job.engine == EngineKind::Uring { 2 } else { 1 };
+    let need = u64::from(job.jobs) * per + 64;
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 || need <= r.rlim_cur {
+        return Ok(());
+    }
+    if need <= r.rlim_max {
+        r.rlim_cur = need;
+        // SAFETY: setrlimit reads the struct; a soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+            return Ok(());
+        }
+    }
+    bail!(
+        "--jobs {} needs about {need} open files ({per} per worker), and this process may open {} (ulimit -n; \
+         hard limit {}): lower --jobs, or raise the limit",
+        job.jobs,
+        r.rlim_cur,
+        r.rlim_max
+    )
+}
+
 /// Runs the job on a prepared target.
 pub fn run_prepared(job: &Job, target: Prepared) -> Result<Outcome> {
+    ensure_fds(job)?;
     match job.engine {
         EngineKind::Uring => run_with(job, target, |i, file, bufs| uring::Uring::new(job, i, file, bufs)),
         EngineKind::Aio => run_with(job, target, |_, file, bufs| aio::Aio::new(job.qd, file, bufs)),

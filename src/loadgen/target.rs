@@ -65,8 +65,15 @@ pub fn open(job: &Job, t: &Prepared) -> Result<File> {
 fn explain_open(path: &Path, job: &Job, e: std::io::Error) -> anyhow::Error {
     let how = if job.rw.writes() { "reading and writing" } else { "reading" };
     let writing = job.rw.writes();
+    let device = fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device());
     let fix = match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EROFS) if writing && device => {
+            " (the device is read-only, or not writable by this user: 'blockdev --getro' says which; \
+             'blockdev --setrw' allows writes to a device that is yours)"
+        }
+        Some(libc::EACCES) if !writing && device => " (reading a raw device needs root, or the disk group)",
         Some(libc::EACCES) if !writing => " (run as root, or pick a file you can read)",
+        Some(libc::EPERM) | Some(libc::EROFS) if !writing => " (even a read-only open was refused: check its attributes (lsattr) and the mount options)",
         Some(libc::EACCES) => " (the file is not writable by this user: run as root, or pick a file you own)",
         Some(libc::EPERM) | Some(libc::EROFS) => {
             " (the file is not writable here: check its attributes (lsattr: immutable?) and whether the file system is read-only)"
@@ -103,6 +110,9 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
             fmt_bytes(job.bs as u64)
         );
     }
+    if existing < size {
+        check_room(parent, size - existing)?;
+    }
     let needs_write = job.rw.writes() || existing < size;
     if needs_write {
         // Fail before a long layout when the file cannot be written at all.
@@ -114,7 +124,15 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
             .map_err(|e| explain_open(path, job, e))?;
     }
     if existing < size {
-        layout(path, existing, size, job.seed)?;
+        if let Err(e) = layout(path, existing, size, job.seed) {
+            // Leave the file as it was: gone if iopath made it, its old length otherwise.
+            if meta.is_none() {
+                let _ = fs::remove_file(path);
+            } else if let Ok(f) = OpenOptions::new().write(true).open(path) {
+                let _ = f.set_len(existing);
+            }
+            return Err(e);
+        }
     }
 
     let (fs_type, dev) = mount_of(path)?;
@@ -256,6 +274,40 @@ fn check_common(job: &Job, t: &mut Prepared) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a layout that would fill the file system: it must leave 5% of it (at most 1 GiB) to
+/// everything else. A full root file system breaks more than the benchmark.
+fn check_room(dir: &Path, need: u64) -> Result<()> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: statvfs fills the struct for a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Ok(()); // No answer: the write itself will say ENOSPC.
+    }
+    let unit = st.f_frsize as u64;
+    let (free, total) = (st.f_bavail as u64 * unit, st.f_blocks as u64 * unit);
+    let keep = (total / 20).min(1 << 30);
+    if need.saturating_add(keep) > free {
+        bail!(
+            "laying out the target needs {} but the file system holding {} has {} free (iopath leaves {} of it to \
+             everything else): use a smaller --size, or point --file at a file system with room",
+            human(need),
+            dir.display(),
+            human(free),
+            human(keep)
+        );
+    }
+    Ok(())
+}
+
+/// 1.0 GiB, 77.7 MiB: a space for a reader (fmt_bytes is exact, for sizes a user typed).
+fn human(b: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match units.iter().find(|&&(_, u)| b >= u) {
+        Some(&(name, u)) => format!("{:.1} {name}", b as f64 / u as f64),
+        None => format!("{b} bytes"),
+    }
+}
+
 /// Writes the (seed, offset) pattern into `[from, to)` and pushes it out of the page cache, so
 /// that reads hit real, allocated blocks (reading holes or unwritten extents costs no device I/O).
 fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
@@ -271,6 +323,9 @@ fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
     let mut buf = vec![0u8; 1 << 20];
     let mut off = from;
     while off < to {
+        if super::stopped() {
+            bail!("interrupted while laying out {}: the file is left as it was", path.display());
+        }
         let n = ((to - off) as usize).min(buf.len());
         pattern::fill(&mut buf[..n], seed, off);
         f.write_all(&buf[..n]).map_err(|e| {

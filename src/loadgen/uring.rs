@@ -69,8 +69,24 @@ impl Uring {
                 .map(|i| libc::iovec { iov_base: bufs.addr(i).cast(), iov_len: bufs.bs() })
                 .collect();
             // SAFETY: the buffers live in `bufs`, owned by this engine and dropped after the ring.
-            unsafe { ring.submitter().register_buffers(&iov) }
-                .map_err(|e| anyhow!("registering {} buffers with io_uring failed: {e}", iov.len()))?;
+            unsafe { ring.submitter().register_buffers(&iov) }.map_err(|e| {
+                let bytes = iov.len() * bufs.bs();
+                let why = match e.raw_os_error() {
+                    Some(libc::ENOMEM) => format!(
+                        ": registered buffers are pinned and count against the locked-memory limit (ulimit -l, \
+                             RLIMIT_MEMLOCK); this job pins {} KiB per ring: raise the limit, or lower --qd / --bs",
+                        bytes >> 10
+                    ),
+                    Some(libc::EINVAL) => ": the kernel refused the buffer table (each buffer at most 1 GiB, \
+                                               at most 16384 of them: lower --qd or --bs)"
+                        .to_owned(),
+                    Some(libc::EFAULT) | Some(libc::EOPNOTSUPP) => {
+                        ": buffers from this memory cannot be pinned (file-backed or special memory)".to_owned()
+                    }
+                    _ => String::new(),
+                };
+                anyhow!("--fixed-bufs: registering {} buffers with io_uring failed: {e}{why}", iov.len())
+            })?;
         }
         let fd = types::Fd(file.as_raw_fd());
         Ok(Uring {

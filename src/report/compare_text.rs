@@ -70,6 +70,12 @@ pub fn render(c: &Comparison, w: &mut impl Write) -> io::Result<()> {
             writeln!(w, "    {}: {} -> {}", x.key, x.before, x.after)?;
         }
     }
+    if !c.config_one_side_only.is_empty() {
+        let n = c.config_one_side_only.len();
+        let shown: Vec<&str> = c.config_one_side_only.iter().take(6).map(String::as_str).collect();
+        let more = if n > shown.len() { format!(" and {} more", n - shown.len()) } else { String::new() };
+        writeln!(w, "  not compared (recorded on one side only, unknown on the other): {}{more}", shown.join(", "))?;
+    }
     if !c.frames_grew.is_empty() || !c.frames_shrank.is_empty() || !c.frames_new.is_empty() {
         writeln!(w, "\n  on-CPU frames (inclusive share of samples):")?;
         for f in c.frames_grew.iter().take(8) {

@@ -80,6 +80,10 @@ pub struct Process {
     pub command: String,
     /// Exit status of a `-- CMD` run; None while it still ran (or for `--pid`).
     pub exit_code: Option<i32>,
+    /// iopath itself stopped the command (--duration reached, or Ctrl-C): its exit status is
+    /// the interruption's, not a failure of its own.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

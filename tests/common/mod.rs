@@ -105,3 +105,18 @@ impl Drop for Mount {
         let _ = Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// `iopath <args>` that must fail cleanly: exit status 1 (an error, not a panic's 101 or a
+/// signal), no panic text; returns its stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = iopath(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "iopath {args:?} must fail with status 1; stdout: {} stderr: {err}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!err.contains("panicked"), "iopath {args:?} panicked: {err}");
+    err
+}
