@@ -4,7 +4,8 @@
 # device backed by tmpfs (CPU-bound, where every probe's cost shows). Prints the IOPS ratio
 # traced / untraced per point: histogram mode (trace), --events, and --flamegraph (997 Hz sampling).
 #   usage: sudo scripts/bench-overhead.sh [RUNTIME_S=5] [REPEAT=5] [QDS="1 32"] [ENGINES="uring aio"]
-# Set IOPATH_SKIP=irq,softirq (hook name fragments) to measure the tracer without some hooks.
+# Set SKIP_HOOKS=irq,softirq (hook name fragments, passed as --skip-hooks) to measure the tracer
+# without some hooks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}
@@ -13,8 +14,9 @@ RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}
 one() { # mode kind target engine qd -> "iops lost correlated"; mode: run | trace | events | flame
   local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=(); [ "$kind" = file ] && flag=--file || flag=--device
   [ "$mode" = run ] && cmd=run
-  [ "$mode" = events ] && extra=(--events)
-  [ "$mode" = flame ] && extra=(--flamegraph --out "$W/flamegraph-out")
+  [ "$mode" != run ] && [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS")
+  [ "$mode" = events ] && extra+=(--events)
+  [ "$mode" = flame ] && extra+=(--flamegraph --out "$W/flamegraph-out")
   if ! "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" "${extra[@]}" --json - \
       > "$W/out.json" 2> "$W/err"; then
     echo "bench-overhead: iopath $cmd ($mode $kind $eng qd$qd) failed: $(tail -3 "$W/err")" >&2

@@ -154,6 +154,14 @@ pub struct TraceArgs {
     /// Stack samples per second per CPU.
     #[arg(long, default_value_t = 997, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub freq: u64,
+    /// NVMe's doorbell (issue -> nvme_queue_rq returns): fexit, else kprobes (auto); the kprobe
+    /// pair forced; or off.
+    #[arg(long, value_enum, default_value_t = crate::probe::session::Doorbell::Auto)]
+    pub doorbell: crate::probe::session::Doorbell,
+    /// Leave out hooks whose name contains one of these (comma-separated, e.g. irq,softirq): what
+    /// a family of probes costs (scripts/bench-overhead.sh).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub skip_hooks: Vec<String>,
     /// Run and trace this command (and what it forks), e.g. -- fio job.fio
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

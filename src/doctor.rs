@@ -168,7 +168,11 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         w,
         "  tracefs     {}{}",
         d.tracefs.as_deref().unwrap_or("not available"),
-        if d.tracefs_mounted_by_iopath { " (was not mounted: iopath mounted it)" } else { "" }
+        if d.tracefs_mounted_by_iopath {
+            " (was not mounted: iopath mounted it for this check and unmounted it)"
+        } else {
+            ""
+        }
     )?;
     writeln!(w, "\n  attach kinds (each loaded and attached for real):")?;
     for a in &d.attach {

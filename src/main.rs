@@ -61,6 +61,8 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
             all_cpus: a.all_cpus,
             freq_hz: a.freq,
         }),
+        doorbell: a.doorbell,
+        skip_hooks: a.skip_hooks.clone(),
     };
     let (mut rep, raw) = match external {
         Some(what) => iopath::trace::run_external(what, a.external_duration()?, &flags)?,

@@ -236,6 +236,10 @@ pub struct RawTrace {
     pub stuck_done: u64,
     /// `--events`: records received from the ring buffer (None when off).
     pub events_received: Option<u64>,
+    /// --events-out: what went wrong writing the file (a full disk), with how many records it
+    /// kept; None when every record received was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_file_error: Option<String>,
     /// First traced submission to last traced reap, in ns (0 when nothing was reaped).
     #[serde(default)]
     pub active_ns: u64,

@@ -35,10 +35,18 @@ pub fn check(json: Option<&Path>, dir: Option<&Path>) -> Result<Vec<String>> {
             bail!("--json {}: that is a folder; give a file name (or --out DIR for a folder of reports)", p.display());
         }
         let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
+        // Inside the --out folder, which the run creates: checked as that folder is.
+        let inside_out = dir.is_some_and(|d| parent.starts_with(d));
+        if !parent.is_dir() && !inside_out {
             bail!("--json {}: the folder {} does not exist: create it first", p.display(), parent.display());
         }
-        let target = if p.exists() { p } else { parent };
+        let target = if p.exists() {
+            p
+        } else if inside_out {
+            existing_ancestor(parent)
+        } else {
+            parent
+        };
         if !writable(target) {
             bail!(
                 "--json {}: {} is not writable by this user (or read-only): pick another place",
@@ -80,8 +88,11 @@ pub fn check_and_say(json: Option<&Path>, dir: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Writes a file, naming it in any error.
+/// Writes a file, naming it in any error; its folder is made when missing (checked by `check`).
 pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
@@ -120,6 +131,10 @@ mod tests {
         assert!(check(None, Some(&d.join("new/deeper"))).unwrap().is_empty());
         assert!(check(None, Some(&d)).unwrap()[0].contains("is not empty"));
         assert!(check(Some(Path::new("-")), None).unwrap().is_empty());
+        // --json inside the --out folder the run will make (the VM rig's compare does this).
+        let out = d.join("cmp");
+        assert!(check(Some(&out.join("compare.json")), Some(&out)).unwrap().is_empty());
+        write_file(&out.join("compare.json"), b"{}").unwrap();
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -34,6 +34,8 @@ pub struct TraceFlags {
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: off).
     pub stacks: Option<crate::probe::sampler::StackOpts>,
+    pub doorbell: crate::probe::session::Doorbell,
+    pub skip_hooks: Vec<String>,
 }
 
 pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
@@ -55,10 +57,14 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
         posted_slots: if job.engine == crate::job::EngineKind::Uring && job.sqpoll { job.jobs * job.qd } else { 0 },
+        doorbell: flags.doorbell,
+        skip_hooks: flags.skip_hooks.clone(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
-    Ok((Report::from_run(job, outcome).with_trace(summary, names), raw))
+    let mut rep = Report::from_run(job, outcome).with_trace(summary, names);
+    rep.warnings.extend(raw.events_file_error.clone());
+    Ok((rep, raw))
 }
 
 /// A process to trace that is not the bundled generator.
@@ -198,6 +204,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         stacks: flags.stacks.clone(),
         app_stamp: false,
         posted_slots: 0,
+        doorbell: flags.doorbell,
+        skip_hooks: flags.skip_hooks.clone(),
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);
@@ -287,6 +295,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         External::Pid(_) => (last_cpu.0 - cpu_before.0, last_cpu.1 - cpu_before.1),
         External::Command(_) => child_cpu,
     };
+    warnings.extend(raw.events_file_error.clone());
     if exited_early {
         warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
     }

@@ -335,3 +335,32 @@ fn outputs_are_checked_before_the_run() {
 fn argv(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
+
+/// --events-out on a file system that fills mid-trace: the trace goes on, and the report says
+/// how many records the file kept and why (it used to drop them without a word).
+#[test]
+fn an_events_file_that_cannot_hold_the_trace_is_reported() {
+    require_root();
+    let d = scratch("events-full");
+    let f = d.join("t.dat");
+    let m = Mount::new(&["-t", "tmpfs", "-o", "size=64k", "none"], &d.join("small"));
+    let ev = m.0.join("t.events");
+    let r = json_of(
+        "trace",
+        &[
+            "--file",
+            f.to_str().unwrap(),
+            "--size",
+            "16m",
+            "--qd",
+            "8",
+            "--runtime",
+            "1s",
+            "--events-out",
+            ev.to_str().unwrap(),
+        ],
+    );
+    let w = r["warnings"].to_string();
+    assert!(w.contains("No space left") && w.contains("records received"), "{w}");
+    assert!(r["ios"].as_u64().unwrap() > 5000, "the trace itself went on");
+}

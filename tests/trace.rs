@@ -243,6 +243,46 @@ fn a_running_process_and_the_children_it_already_forked() {
     assert!((iops / fio_iops - 1.0).abs() < 0.2, "traced {iops:.0} IOPS, fio's own {fio_iops:.0}");
 }
 
+/// Two traces at once, each on its own target: each counts its own I/Os (the generator's
+/// number), follows them all, and takes none of the other's as untagged.
+#[test]
+fn two_traces_at_once_keep_to_their_own_io() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-two");
+    let (a, b) = (d.join("a.dat"), d.join("b.dat"));
+    for f in [&a, &b] {
+        run_json(&["--file", f.to_str().unwrap(), "--size", "64m", "--ios", "1"]);
+    }
+    let spawn = |f: &std::path::Path, engine: &str| {
+        std::process::Command::new(bin())
+            .args(["trace", "--file", f.to_str().unwrap(), "--engine", engine, "--qd", "8", "--runtime", "2s"])
+            .args(["--json", "-"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (pa, pb) = (spawn(&a, "uring"), spawn(&b, "aio"));
+    for (p, what) in [(pa, "uring on a"), (pb, "aio on b")] {
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ios = r["ios"].as_u64().unwrap();
+        let t = &r;
+        assert!(ios > 1000, "{what}: {ios}");
+        assert!(t["correlated_fraction"].as_f64().unwrap() >= 0.99, "{what}: {}", t["lost_events"]);
+        assert_eq!(t["lost_events"]["untagged_bios"], 0, "{what}: the other trace's bios are not ours");
+        // Every I/O closed is this generator's own: no more than it did.
+        assert!(t["phases"]["total"]["count"].as_u64().unwrap() <= ios, "{what}");
+        // None of the other's route: io_uring's I/Os may also take io-wq (the kernel punts a
+        // request it cannot issue without blocking), never libaio, and the reverse.
+        let allowed: &[&str] = if what.starts_with("uring") { &["uring", "iowq", "split"] } else { &["aio", "split"] };
+        let routes = t["routes"].as_array().unwrap();
+        assert!(routes.iter().all(|x| allowed.iter().any(|a| x["key"] == *a)), "{what}: {routes:?}");
+    }
+}
+
 #[test]
 fn bad_targets_for_tracing() {
     require_root();

@@ -156,7 +156,7 @@ fn portability_doctor_and_four_phases() {
         // nvme_queue_rq and the split appears (6.12 batches through nvme_queue_rqs).
         let fexit = probe(&u, "fexit:nvme_queue_rq").unwrap_or_else(|| panic!("{kernel}: no fexit probe"));
         assert_eq!(fexit["attached"], true, "{kernel}: {fexit}");
-        // The kprobe pair, forced (IOPATH_DOORBELL=kprobe) where fexit would have been used.
+        // The kprobe pair, forced (--doorbell kprobe) where fexit would have been used.
         let k = json(&dir.join("uring-kprobe/report.json"));
         for name in ["kprobe:nvme_queue_rq", "kretprobe:nvme_queue_rq"] {
             let p = probe(&k, name).unwrap_or_else(|| panic!("{kernel}: no {name}"));

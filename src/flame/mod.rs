@@ -139,7 +139,7 @@ pub fn write_diff(before: &Path, after: &Path, dir: &Path) -> Result<(PathBuf, P
     let lines = render::differential(&read(before)?, &read(after)?)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let folded = dir.join("diff.folded");
-    std::fs::write(&folded, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
+    crate::output::write_file(&folded, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
     let title = format!("iopath differential: {} -> {}", before.display(), after.display());
     let svg = render::svg(
         &lines,
@@ -162,13 +162,13 @@ pub fn write_from_perf(input: &Path, dir: &Path) -> Result<Graph> {
     let folded = dir.join("perf.folded");
     let mut text = Vec::new();
     fold::write(&lines, &mut text)?;
-    std::fs::write(&folded, &text)?;
+    crate::output::write_file(&folded, &text)?;
     let as_lines: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
     let title = format!("perf samples from {}", input.display());
     let svg =
         render::svg(&as_lines, &render::Labels { title: &title, subtitle: "via perf script", count_name: "weight" })?;
     let svg_path = dir.join("perf.svg");
-    std::fs::write(&svg_path, svg)?;
+    crate::output::write_file(&svg_path, svg)?;
     Ok(Graph {
         folded,
         svg: svg_path,

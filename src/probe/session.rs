@@ -45,6 +45,10 @@ pub struct TraceOpts {
     /// SQPOLL with the generator: its slots across workers (jobs x qd), whose posting times the
     /// generator reads to time its own reap from the CQ ring (0: none).
     pub posted_slots: u32,
+    /// How to time NVMe's doorbell.
+    pub doorbell: Doorbell,
+    /// Hooks whose name contains one of these are not attached (to measure a family's cost).
+    pub skip_hooks: Vec<String>,
 }
 
 /// The posted_at map, mapped into this process for the generator (see loadgen::posted_clock);
@@ -103,14 +107,22 @@ enum QueueRqVia {
     Off,
 }
 
-/// fexit first; IOPATH_DOORBELL=kprobe|off forces the fallback or nothing (the VM rig uses it
-/// to exercise the kprobe pair where fexit would attach).
-fn doorbell_via(nvme: bool) -> QueueRqVia {
-    match std::env::var("IOPATH_DOORBELL").as_deref() {
+/// How to time NVMe's doorbell (`--doorbell`): fexit first, falling back to kprobes (auto); or
+/// the kprobe pair forced (the VM rig exercises it where fexit would attach); or not at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Doorbell {
+    #[default]
+    Auto,
+    Kprobe,
+    Off,
+}
+
+fn doorbell_via(nvme: bool, want: Doorbell) -> QueueRqVia {
+    match want {
         _ if !nvme => QueueRqVia::Off,
-        Ok("kprobe") => QueueRqVia::Kprobe,
-        Ok("off") => QueueRqVia::Off,
-        _ => QueueRqVia::Fexit,
+        Doorbell::Kprobe => QueueRqVia::Kprobe,
+        Doorbell::Off => QueueRqVia::Off,
+        Doorbell::Auto => QueueRqVia::Fexit,
     }
 }
 
@@ -233,7 +245,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         sys_exit,
         nvme_tp: nvme,
         nvme_complete: nvme && has("nvme", "nvme_complete_rq"),
-        queue_rq: doorbell_via(nvme),
+        queue_rq: doorbell_via(nvme, opts.doorbell),
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
@@ -497,9 +509,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     let mut links: Vec<Link> = Vec::new();
     let mut probes = load_notes;
-    let skip: Vec<String> = std::env::var("IOPATH_SKIP").unwrap_or_default().split(',').map(str::to_owned).collect();
     for h in &hooks {
-        if skip.iter().any(|s| !s.is_empty() && h.name.contains(s.as_str())) {
+        if opts.skip_hooks.iter().any(|s| !s.is_empty() && h.name.contains(s.as_str())) {
             continue;
         }
         let Some(prog) = h.prog else {
@@ -567,6 +578,10 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         }
     };
     let received = AtomicU64::new(0);
+    // --events-out: the file, the records written to it and the first write error.
+    let sink: std::sync::Mutex<Option<BufWriter<File>>> = std::sync::Mutex::new(None);
+    let kept = AtomicU64::new(0);
+    let sink_err: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let stop_poll = AtomicBool::new(false);
     let mut result = None;
     let mut maps = Vec::new();
@@ -616,24 +631,29 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             None => None,
         };
         let poller = if opts.events {
-            let mut sink = match &opts.events_out {
-                Some(p) => {
-                    let mut f = BufWriter::with_capacity(
-                        1 << 20,
-                        File::create(p).with_context(|| format!("creating {}", p.display()))?,
-                    );
-                    crate::events::write_header(&mut f)?;
-                    Some(f)
-                }
-                None => None,
-            };
-            let received = &received;
+            if let Some(p) = &opts.events_out {
+                let mut f = BufWriter::with_capacity(
+                    1 << 20,
+                    File::create(p).with_context(|| format!("creating {}", p.display()))?,
+                );
+                crate::events::write_header(&mut f).with_context(|| format!("writing {}", p.display()))?;
+                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+            }
+            let (received, sink, kept, sink_err) = (&received, &sink, &kept, &sink_err);
             let mut b = RingBufferBuilder::new();
             b.add(&phases.maps.events, move |data: &[u8]| {
                 received.fetch_add(1, Ordering::Relaxed);
-                if let Some(f) = sink.as_mut() {
-                    // A full disk must not stop the trace; the record count tells what was kept.
-                    let _ = f.write_all(data);
+                if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    // A full disk must not stop the trace: the first error and what was kept are
+                    // reported.
+                    match f.write_all(data) {
+                        Ok(()) => {
+                            kept.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
+                        }
+                    }
                 }
                 0
             })?;
@@ -690,6 +710,20 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
+    if let (Some(p), Some(mut f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
+        let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = f.flush() {
+            err.get_or_insert(e.to_string());
+        }
+        raw.events_file_error = err.map(|e| {
+            format!(
+                "writing {}: {e}: it holds {} of the {} records received (a buffered tail may be missing too)",
+                p.display(),
+                kept.load(Ordering::Relaxed),
+                received.load(Ordering::Relaxed)
+            )
+        });
+    }
     if let Some(b) = phases.maps.bss_data.as_deref() {
         raw.active_ns = b.last_reap_ts.saturating_sub(b.first_submit_ts);
     }

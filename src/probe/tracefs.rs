@@ -1,5 +1,6 @@
-//! tracefs: found, or mounted where it belongs when missing. It stays mounted: unmounting on exit
-//! would pull it from under another iopath (or perf, bpftrace) attaching at the same moment.
+//! tracefs: found, or mounted where it belongs when missing, for this run only. A mount iopath
+//! made is undone when the run is over (lazily: whoever still holds a file open keeps it) and
+//! the user is told both; one that was there is left alone.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
+const LEGACY: &str = "/sys/kernel/debug/tracing";
 
 /// Where tracefs is, and whether this process had to mount it.
 pub struct Tracefs {
@@ -14,15 +16,33 @@ pub struct Tracefs {
     pub mounted_by_us: bool,
 }
 
+/// Mount points of tracefs now, from /proc/self/mountinfo (field 5 is the mount point; the file
+/// system type follows the " - " separator).
+fn tracefs_mounts() -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mount_point = left.split_whitespace().nth(4)?;
+            (right.split_whitespace().next()? == "tracefs").then(|| PathBuf::from(mount_point))
+        })
+        .collect()
+}
+
 impl Tracefs {
     pub fn ensure() -> Result<Tracefs> {
-        let path = PathBuf::from(TRACEFS);
-        if path.join("events").is_dir() {
-            return Ok(Tracefs { path, mounted_by_us: false });
+        for p in [TRACEFS, LEGACY] {
+            let path = PathBuf::from(p);
+            if path.join("events").is_dir() {
+                return Ok(Tracefs { path, mounted_by_us: false });
+            }
         }
-        let legacy = Path::new("/sys/kernel/debug/tracing");
-        if legacy.join("events").is_dir() {
-            return Ok(Tracefs { path: legacy.into(), mounted_by_us: false });
+        // Mounted but not readable (mode 0700 for non-root): say that, not "not mounted".
+        if let Some(m) = tracefs_mounts().into_iter().find(|m| m == Path::new(TRACEFS) || m == Path::new(LEGACY)) {
+            bail!(
+                "tracefs is mounted at {} but this user cannot read it (it is root's, mode 0700): run as root",
+                m.display()
+            );
         }
         let (src, target, fstype) = (c"tracefs", CString::new(TRACEFS)?, c"tracefs");
         // SAFETY: all strings are NUL-terminated and outlive the call.
@@ -31,11 +51,30 @@ impl Tracefs {
             let e = std::io::Error::last_os_error();
             bail!("tracefs is not mounted and mounting it at {TRACEFS} failed: {e} (run as root, or 'mount -t tracefs tracefs {TRACEFS}')");
         }
-        Ok(Tracefs { path, mounted_by_us: true })
+        eprintln!("iopath: note: tracefs was not mounted: mounted it at {TRACEFS} for this run (unmounted when done)");
+        Ok(Tracefs { path: PathBuf::from(TRACEFS), mounted_by_us: true })
     }
 
     /// Whether `group:name` exists on this kernel.
     pub fn has_event(&self, group: &str, name: &str) -> bool {
         self.path.join("events").join(group).join(name).is_dir()
+    }
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        if !self.mounted_by_us {
+            return;
+        }
+        let Ok(target) = CString::new(self.path.as_os_str().as_encoded_bytes()) else { return };
+        // MNT_DETACH: a tracer that opened a file in it meanwhile keeps it until it closes.
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+            eprintln!(
+                "iopath: note: could not unmount the tracefs it mounted at {}: {}",
+                self.path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }

@@ -331,6 +331,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         r.irq_vectors.join(",")
     };
     writeln!(w, "\n  per I/O            total     per I/O")?;
+    // Interrupts, softirqs and IOMMU/DMA maps belong to no process: counted machine-wide (IRQs on
+    // the target's vectors) for as long as the trace ran, so I/O of anyone else adds to them.
+    writeln!(w, "    (IRQs, softirqs, iommu and dma: device- or machine-wide while traced; other I/O adds to them)")?;
     for (name, v) in [
         (format!("IRQs ({vectors})"), &t.irq),
         ("BLOCK softirqs".to_owned(), &t.softirq_block),
