@@ -445,7 +445,12 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
         reasons.push(why);
     }
     let off_ns = (t.phase_sum_mean_ns as f64 - app_mean_ns as f64).abs();
-    if app_ios > 0 && off_ns > (RECONCILE_TOLERANCE * app_mean_ns as f64).max(RECONCILE_FLOOR_NS) {
+    // With nothing followed the sum is no measurement (the tracer's own row at most): the
+    // reason above says so, and a ratio would only look like one.
+    if app_ios > 0
+        && t.correlated_fraction > 0.0
+        && off_ns > (RECONCILE_TOLERANCE * app_mean_ns as f64).max(RECONCILE_FLOOR_NS)
+    {
         let mut why = format!(
             "the phase means add up to {:.1}% of the application's mean latency, more than {:.0}% (and {:.0} us) off",
             ratio * 100.0,

@@ -8,11 +8,13 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::aggregate::PhaseStats;
 use crate::flame::fold;
 use crate::flame::iopath_frames::{family, Family};
+use crate::report::Report;
 
-pub const SCHEMA: &str = "iopath.compare/1";
 const PHASES: [&str; 4] = ["submission", "block", "device", "completion"];
+pub const SCHEMA: &str = "iopath.compare/1";
 /// NVMe parts of the block and device phases (reports of NVMe targets only), and what they hold.
 const NVME_PHASES: [(&str, &str); 3] = [
     ("nvme_driver", "command + DMA map, in block"),
@@ -56,9 +58,8 @@ pub struct Side {
 }
 
 /// One phase of a report's `phases` object (missing fields read as 0).
-fn phase_stat(phases: &Value, name: &str) -> Stat {
-    let g = |k: &str| phases.pointer(&format!("/{name}/{k}")).and_then(Value::as_f64).unwrap_or(0.0);
-    Stat { count: g("count") as u64, mean: g("mean_ns"), p50: g("p50_ns"), p99: g("p99_ns") }
+fn stat_of(p: &PhaseStats) -> Stat {
+    Stat { count: p.count, mean: p.mean_ns as f64, p50: p.p50_ns as f64, p99: p.p99_ns as f64 }
 }
 
 /// Reads one side. `folded` is the content of its oncpu.folded, if the caller found one.
@@ -67,7 +68,7 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
         return fio_side(v, source);
     }
     match v.get("schema").and_then(Value::as_str) {
-        Some("iopath.report/1") => {}
+        Some(crate::report::SCHEMA) => {}
         Some(other) => bail!(
             "{source}: schema '{other}' is not one iopath compare reads (iopath.report/1, or fio --output-format=json)"
         ),
@@ -76,103 +77,102 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
              'iopath trace --out DIR' / '--json FILE', or fio --output-format=json output"
         ),
     }
-    let num = |p: &str| v.pointer(p).and_then(Value::as_f64);
-    let iops = num("/iops").ok_or_else(|| anyhow::anyhow!("{source}: the report has no iops"))?;
-    let lat = Stat {
-        count: v.pointer("/ios").and_then(Value::as_u64).unwrap_or(0),
-        mean: num("/lat_ns/mean").unwrap_or(0.0),
-        p50: num("/lat_ns/p50").unwrap_or(0.0),
-        p99: num("/lat_ns/p99").unwrap_or(0.0),
-    };
-    let phases =
-        v.get("phases").filter(|p| p.is_object()).map(|p| PHASES.iter().map(|&n| (n, phase_stat(p, n))).collect());
-    let nvme_phases = v
-        .get("phases")
-        .map(|p| {
-            NVME_PHASES
-                .iter()
-                .filter(|(name, _)| p.get(name).is_some_and(Value::is_object))
-                .map(|&(name, _)| (name, phase_stat(p, name)))
+    // Typed: a field renamed or gone fails here, by name, instead of reading as 0.
+    let r: Report = serde_json::from_value(v.clone()).map_err(|e| {
+        anyhow::anyhow!(
+            "{source}: an iopath.report/1 this version cannot read ({e}): damaged, or from another version?"
+        )
+    })?;
+    side_from_report(&r, source, folded)
+}
+
+/// One side from a typed report.
+pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Result<Side> {
+    let t = r.trace.as_ref();
+    let lat = Stat { count: r.ios, mean: r.lat_ns.mean as f64, p50: r.lat_ns.p50 as f64, p99: r.lat_ns.p99 as f64 };
+    let phases = t.map(|t| {
+        let p = &t.phases;
+        vec![
+            ("submission", stat_of(&p.submission)),
+            ("block", stat_of(&p.block)),
+            ("device", stat_of(&p.device)),
+            ("completion", stat_of(&p.completion)),
+        ]
+        .into_iter()
+        .collect()
+    });
+    let nvme_phases = t
+        .map(|t| {
+            let p = &t.phases;
+            [("nvme_driver", &p.nvme_driver), ("nvme_device", &p.nvme_device), ("nvme_end", &p.nvme_end)]
+                .into_iter()
+                .filter_map(|(n, s)| Some((n, stat_of(s.as_ref()?))))
                 .collect()
         })
         .unwrap_or_default();
     let mut per_io = BTreeMap::new();
-    for (key, path) in [
-        ("irq", "/irq/per_io"),
-        ("softirq_block", "/softirq_block/per_io"),
-        ("ctx_switches", "/ctx_switches/per_io"),
-        ("iommu_map", "/iommu_map/per_io"),
-        ("iommu_unmap", "/iommu_unmap/per_io"),
-        ("dma_map", "/dma_map/per_io"),
-        ("dma_unmap", "/dma_unmap/per_io"),
-        ("preempted_us", "/preempted_ns/per_io"),
-        ("runq_wait_us", "/runq_wait_ns/per_io"),
-    ] {
-        if let Some(x) = num(path) {
-            per_io.insert(key.to_owned(), if key.ends_with("_us") { x / 1000.0 } else { x });
+    per_io.insert("ctx_switches".to_owned(), r.ctx_switches.per_io);
+    if let Some(t) = t {
+        for (key, x) in [
+            ("irq", t.irq.per_io),
+            ("softirq_block", t.softirq_block.per_io),
+            ("iommu_map", t.iommu_map.per_io),
+            ("iommu_unmap", t.iommu_unmap.per_io),
+            ("dma_map", t.dma_map.per_io),
+            ("dma_unmap", t.dma_unmap.per_io),
+            ("preempted_us", t.preempted_ns.per_io / 1000.0),
+            ("runq_wait_us", t.runq_wait_ns.per_io / 1000.0),
+        ] {
+            per_io.insert(key.to_owned(), x);
         }
-    }
-    // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.
-    for s in v.get("syscalls").and_then(Value::as_array).into_iter().flatten() {
-        if let (Some(name), Some(x)) = (s.get("name").and_then(Value::as_str), s.get("per_io").and_then(Value::as_f64))
-        {
-            if x >= 0.01 {
-                per_io.insert(format!("syscall {name}"), x);
-            }
+        // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.
+        for sc in t.syscalls.iter().filter(|sc| sc.per_io >= 0.01) {
+            per_io.insert(format!("syscall {}", sc.name), sc.per_io);
         }
-    }
-    // Route shares: of the followed I/Os, how many took each route (throttled, io-wq ...).
-    for r in v.get("routes").and_then(Value::as_array).into_iter().flatten() {
-        if let (Some(key), Some(x)) = (r.get("key").and_then(Value::as_str), r.get("share").and_then(Value::as_f64)) {
-            per_io.insert(format!("share {key}"), x);
+        // Route shares: of the followed I/Os, how many took each route (throttled, io-wq ...).
+        for rt in &t.routes {
+            per_io.insert(format!("share {}", rt.key), rt.share);
         }
-    }
-    if let (Some(inv), Some(ios)) = (num("/ctx_involuntary"), num("/ios")) {
-        per_io.insert("ctx_involuntary".to_owned(), if ios > 0.0 { inv / ios } else { 0.0 });
+        per_io.insert(
+            "ctx_involuntary".to_owned(),
+            if r.ios > 0 { t.ctx_involuntary as f64 / r.ios as f64 } else { 0.0 },
+        );
     }
     let mut config = BTreeMap::new();
-    if let Some(c) = v.get("config") {
-        flatten("", c, &mut config);
+    flatten("", &serde_json::to_value(&r.config)?, &mut config);
+    if let Some(j) = &r.job {
+        flatten("job", &serde_json::to_value(j)?, &mut config);
     }
-    if let Some(j) = v.get("job").filter(|j| j.is_object()) {
-        flatten("job", j, &mut config);
-    }
-    let label = match (v.get("job").filter(|j| j.is_object()), v.get("process")) {
+    let kernel = &r.system.kernel;
+    let label = match (&r.job, &r.process) {
         (Some(j), _) => format!(
-            "{} {} {} qd{} on {}, kernel {}",
-            j["engine"].as_str().unwrap_or("?"),
-            j["rw"].as_str().unwrap_or("?"),
-            j["bs"].as_u64().map_or_else(|| "?".into(), crate::job::fmt_bytes),
-            j["qd"].as_u64().unwrap_or(0),
-            v.pointer("/target/path").and_then(Value::as_str).unwrap_or("?"),
-            v.pointer("/system/kernel").and_then(Value::as_str).unwrap_or("?")
+            "{} {} {} qd{} on {}, kernel {kernel}",
+            j.engine,
+            j.rw,
+            crate::job::fmt_bytes(u64::from(j.bs)),
+            j.qd,
+            r.target.as_ref().map_or_else(|| j.target.path().display().to_string(), |t| t.path.display().to_string())
         ),
-        (None, Some(p)) => format!(
-            "{} (traced), kernel {}",
-            p["command"].as_str().unwrap_or("?"),
-            v.pointer("/system/kernel").and_then(Value::as_str).unwrap_or("?")
-        ),
+        (None, Some(p)) => format!("{} (traced), kernel {kernel}", p.command),
         _ => source.to_owned(),
     };
     Ok(Side {
         source: source.to_owned(),
         label,
-        iops,
-        cpu_per_io_ns: num("/cpu/per_io_ns"),
-        inflight: num("/inflight_avg").zip(num("/job/qd")).map(|(avg, qd)| (avg, qd * num("/job/jobs").unwrap_or(1.0))),
+        iops: r.iops,
+        cpu_per_io_ns: Some(r.cpu.per_io_ns),
+        inflight: r.job.as_ref().map(|j| (r.inflight_avg, f64::from(j.qd) * f64::from(j.jobs))),
         lat,
         phases,
         nvme_phases,
         per_io,
         config,
         folded: folded.map(fold::parse).transpose()?,
-        unreconciled: v.get("reconciliation").filter(|r| r["reconciled"] == Value::Bool(false)).map(|r| {
-            let why: Vec<String> =
-                r["reasons"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
-            if why.is_empty() {
+        unreconciled: t.and_then(|t| t.reconciliation.as_ref()).filter(|x| !x.reconciled).map(|x| {
+            if x.reasons.is_empty() {
                 vec!["its phase table does not reconcile".to_owned()]
             } else {
-                why
+                x.reasons.clone()
             }
         }),
     })

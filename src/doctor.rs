@@ -19,6 +19,9 @@ pub struct Doctor {
     pub btf: bool,
     pub tracefs: Option<String>,
     pub tracefs_mounted_by_iopath: bool,
+    /// Why tracefs could not be used (unmounted and unmountable, or unreadable to this user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracefs_error: Option<String>,
     pub tracepoints: Vec<TracepointStatus>,
     pub attach: Vec<AttachResult>,
     pub block_devices: Vec<BlockQueue>,
@@ -47,11 +50,11 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if !btf {
         problems.push("no kernel BTF (/sys/kernel/btf/vmlinux): iopath's CO-RE programs need a kernel built with CONFIG_DEBUG_INFO_BTF=y".into());
     }
-    let tfs = match Tracefs::ensure() {
-        Ok(t) => Some(t),
+    let (tfs, tracefs_error) = match Tracefs::ensure() {
+        Ok(t) => (Some(t), None),
         Err(e) => {
             problems.push(format!("{e:#}"));
-            None
+            (None, Some(format!("{e:#}")))
         }
     };
     let tracepoints = tfs.as_ref().map(features::tracepoints).unwrap_or_default();
@@ -87,9 +90,11 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         notes.push("no IOMMU groups: DMA is untranslated, iommu map/unmap will count 0".into());
     }
     let symbols = crate::probe::kallsyms::lookup(features::OWNER_SYMBOLS);
+    // Without root, kallsyms reads as zeros and tracefs is closed: every route would look
+    // unfollowed for want of what this user cannot see. Say unknown instead.
     let routes = match &tfs {
-        Some(t) => features::routes(&|g, n| t.has_event(g, n), &symbols),
-        None => features::routes(&|_, _| false, &symbols),
+        Some(t) if privileged => features::routes(&|g, n| t.has_event(g, n), &symbols),
+        _ => Vec::new(),
     };
     let tracing_possible = problems.is_empty();
     let trace_plan = plan(&tracepoints, ok(AttachKind::TpBtf));
@@ -103,6 +108,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         btf,
         tracefs: tfs.as_ref().map(|t| t.path.display().to_string()),
         tracefs_mounted_by_iopath: tfs.as_ref().is_some_and(|t| t.mounted_by_us),
+        tracefs_error,
         tracepoints,
         attach,
         block_devices: sysconf::block_devices(roots),
@@ -167,7 +173,7 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
     writeln!(
         w,
         "  tracefs     {}{}",
-        d.tracefs.as_deref().unwrap_or("not available"),
+        d.tracefs.as_deref().or(d.tracefs_error.as_deref()).unwrap_or("not available"),
         if d.tracefs_mounted_by_iopath {
             " (was not mounted: iopath mounted it for this check and unmounted it)"
         } else {
@@ -182,6 +188,9 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         }
     }
     writeln!(w, "\n  tracepoints (and how 'iopath trace' attaches each here):")?;
+    if d.tracepoints.is_empty() && d.tracefs.is_none() {
+        writeln!(w, "    not listed: tracefs could not be read (above)")?;
+    }
     for t in &d.tracepoints {
         let mark = match (t.present, t.required) {
             (true, _) => "present",
@@ -192,6 +201,9 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         writeln!(w, "    {mark}  {:<34} {:<30} {}", t.name, how, t.used_for)?;
     }
     writeln!(w, "\n  routes (how an I/O reaches the disk, and whether 'iopath trace' follows it here):")?;
+    if d.routes.is_empty() {
+        writeln!(w, "    unknown: tracefs and kernel symbols are root's (see the verdict); run doctor as root")?;
+    }
     for r in &d.routes {
         if r.followed {
             writeln!(w, "    followed      {:<46} {}", r.name, r.note)?;

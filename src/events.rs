@@ -13,6 +13,20 @@ use crate::hist::{Hist, LatSummary};
 pub const HEADER: &[u8] = b"iopath.events/1\n";
 pub const RECORD_SIZE: usize = 64;
 
+/// Byte offsets of `struct io_record`'s fields (bpf/phases.h), checked against the compiled
+/// layout at build time (probe/mod.rs).
+pub mod off {
+    pub const TAG: usize = 0;
+    pub const SUBMIT_TS: usize = 8;
+    pub const QUEUE_TS: usize = 16;
+    pub const ISSUE_TS: usize = 24;
+    pub const COMPLETE_TS: usize = 32;
+    pub const POSTED_TS: usize = 40;
+    pub const REAP_TS: usize = 48;
+    pub const TGID: usize = 56;
+    pub const MODE: usize = 60;
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct IoRecord {
     pub tag: u64,
@@ -32,32 +46,36 @@ impl IoRecord {
         if b.len() < RECORD_SIZE {
             return None;
         }
-        let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        let w = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
         let h = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
         Some(IoRecord {
-            tag: w(0),
-            submit_ts: w(1),
-            queue_ts: w(2),
-            issue_ts: w(3),
-            complete_ts: w(4),
-            posted_ts: w(5),
-            reap_ts: w(6),
-            tgid: h(56),
-            mode: h(60),
+            tag: w(off::TAG),
+            submit_ts: w(off::SUBMIT_TS),
+            queue_ts: w(off::QUEUE_TS),
+            issue_ts: w(off::ISSUE_TS),
+            complete_ts: w(off::COMPLETE_TS),
+            posted_ts: w(off::POSTED_TS),
+            reap_ts: w(off::REAP_TS),
+            tgid: h(off::TGID),
+            mode: h(off::MODE),
         })
     }
 
     pub fn to_bytes(&self) -> [u8; RECORD_SIZE] {
         let mut b = [0u8; RECORD_SIZE];
-        for (i, v) in
-            [self.tag, self.submit_ts, self.queue_ts, self.issue_ts, self.complete_ts, self.posted_ts, self.reap_ts]
-                .iter()
-                .enumerate()
-        {
-            b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+        for (o, v) in [
+            (off::TAG, self.tag),
+            (off::SUBMIT_TS, self.submit_ts),
+            (off::QUEUE_TS, self.queue_ts),
+            (off::ISSUE_TS, self.issue_ts),
+            (off::COMPLETE_TS, self.complete_ts),
+            (off::POSTED_TS, self.posted_ts),
+            (off::REAP_TS, self.reap_ts),
+        ] {
+            b[o..o + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        b[56..60].copy_from_slice(&self.tgid.to_ne_bytes());
-        b[60..64].copy_from_slice(&self.mode.to_ne_bytes());
+        b[off::TGID..off::TGID + 4].copy_from_slice(&self.tgid.to_ne_bytes());
+        b[off::MODE..off::MODE + 4].copy_from_slice(&self.mode.to_ne_bytes());
         b
     }
 }

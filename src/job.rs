@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// io_uring (io_uring_enter)
@@ -31,7 +31,7 @@ impl fmt::Display for EngineKind {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Rw {
     Randread,
@@ -66,7 +66,7 @@ impl fmt::Display for Rw {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind", content = "path")]
 pub enum Target {
     /// A regular file, created and laid out when missing or short.
@@ -83,11 +83,11 @@ impl Target {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stop {
     /// Run for this long (nanoseconds in JSON).
-    Runtime(#[serde(serialize_with = "ser_ns")] Duration),
+    Runtime(#[serde(serialize_with = "ser_ns", deserialize_with = "de_ns")] Duration),
     /// Complete this many I/Os in total, shared across the job's threads.
     Ios(u64),
 }
@@ -96,8 +96,12 @@ fn ser_ns<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_nanos() as u64)
 }
 
+fn de_ns<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    u64::deserialize(d).map(Duration::from_nanos)
+}
+
 /// Everything that defines a workload. Built from the CLI in `cli::JobArgs::to_job`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Job {
     pub engine: EngineKind,
     pub rw: Rw,

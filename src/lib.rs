@@ -13,6 +13,7 @@ pub mod model;
 pub mod output;
 pub mod probe;
 pub mod report;
+pub mod stop;
 pub mod sweep;
 pub mod syscall_names;
 pub mod sysconf;

@@ -13,7 +13,7 @@ use iopath::{doctor, loadgen, report, sysconf};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     iopath::probe::log::init(cli.verbose);
-    iopath::loadgen::stop_on_signals();
+    iopath::stop::on_signals();
     let res = match cli.cmd {
         Command::Run(a) => run(a),
         Command::Trace(a) => trace_cmd(a, cli.verbose),
@@ -36,7 +36,8 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
     check_and_say(a.json.as_deref(), None)?;
     let outcome = loadgen::run(&job)?;
-    let rep = report::Report::from_run(&job, outcome);
+    let machine = report::Captured::for_run(&outcome);
+    let rep = report::Report::from_run(&job, outcome, machine);
     emit(&rep, a.json.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
@@ -106,7 +107,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         write_file(&dir.join("report.txt"), txt)?;
         let flame =
             rep.flamegraphs.as_ref().and_then(|f| f.oncpu.as_ref()).and_then(|g| std::fs::read_to_string(&g.svg).ok());
-        let html = report::html::trace_page(&serde_json::to_value(&rep)?, &raw, flame.as_deref());
+        let html = report::html::trace_page(&rep, &raw, flame.as_deref());
         write_file(&dir.join("report.html"), html)?;
     }
     if let Some(e) = iopath::trace::command_failed(&rep) {
@@ -207,21 +208,23 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     check_and_say(None, Some(&dir))?;
     let existed = dir.exists();
     std::fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
-    loadgen::stop_on_signals();
     let plan = sweep::plan(variants.len(), &qds, a.repeat, base.seed);
     let started = std::time::Instant::now();
     let mut results = Vec::new();
     let mut failed = Vec::new();
     let mut first_config = None;
     for (i, p) in plan.iter().enumerate() {
-        if loadgen::stopped() {
+        if iopath::stop::requested() {
             eprintln!("iopath sweep: stopped; keeping the {} run(s) that finished", results.len());
             break;
         }
         let v = &variants[p.variant];
         let job = v.job(&base, p.qd);
         let rep = if a.no_trace {
-            loadgen::run(&job).map(|o| report::Report::from_run(&job, o))
+            loadgen::run(&job).map(|o| {
+                let machine = report::Captured::for_run(&o);
+                report::Report::from_run(&job, o, machine)
+            })
         } else {
             iopath::trace::run(&job, &iopath::trace::TraceFlags::default()).map(|(r, _)| r)
         };
@@ -245,7 +248,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         if first_config.is_none() {
             first_config = Some(value["config"].clone());
         }
-        let r = sweep::run_result(&value, &v.name, p.qd, p.rep, &name);
+        let r = sweep::run_result(&rep, &v.name, p.qd, p.rep, &name);
         let done = i + 1;
         let left = started.elapsed().as_secs_f64() / done as f64 * (plan.len() - done) as f64;
         eprintln!(
@@ -261,7 +264,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         results.push(r);
         if let Some(c) = a.cooldown.filter(|_| done < plan.len()) {
             let until = std::time::Instant::now() + c;
-            while std::time::Instant::now() < until && !loadgen::stopped() {
+            while std::time::Instant::now() < until && !iopath::stop::requested() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
         }

@@ -2,9 +2,9 @@
 //! seed, each point summarized by its median run with the min and max. Pure: the plan and the
 //! summary; the CLI runs the plan.
 
+use crate::report::Report;
 use anyhow::{bail, Result};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::job::{EngineKind, Job};
 
@@ -138,35 +138,36 @@ pub struct RunResult {
     pub cpu_per_io_ns: f64,
     /// I/Os in flight on average (Little's law), against the requested depth.
     pub inflight_avg: f64,
-    /// Phase means (submission, block, device, completion); zeros when not traced.
-    pub phases_ns: [f64; 4],
-    pub irq_per_io: f64,
+    /// Phase means (submission, block, device, completion); None when the run was not traced or
+    /// its phase table did not reconcile with its latency (then no measurement to plot).
+    pub phases_ns: Option<[f64; 4]>,
+    /// IRQs per I/O; None when not traced.
+    pub irq_per_io: Option<f64>,
     pub ctx_per_io: f64,
     pub partial: bool,
 }
 
-pub fn run_result(v: &Value, variant: &str, qd: u32, rep: u32, report: &str) -> RunResult {
-    let n = |p: &str| v.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
+pub fn run_result(r: &Report, variant: &str, qd: u32, rep: u32, report: &str) -> RunResult {
+    let t = r.trace.as_ref();
+    let reconciled = t.filter(|t| t.reconciliation.as_ref().is_some_and(|c| c.reconciled));
     RunResult {
         variant: variant.to_owned(),
         qd,
         rep,
         report: report.to_owned(),
-        iops: n("/iops"),
-        lat_mean_ns: n("/lat_ns/mean"),
-        lat_p50_ns: n("/lat_ns/p50"),
-        lat_p99_ns: n("/lat_ns/p99"),
-        cpu_per_io_ns: n("/cpu/per_io_ns"),
-        inflight_avg: n("/inflight_avg"),
-        phases_ns: [
-            n("/phases/submission/mean_ns"),
-            n("/phases/block/mean_ns"),
-            n("/phases/device/mean_ns"),
-            n("/phases/completion/mean_ns"),
-        ],
-        irq_per_io: n("/irq/per_io"),
-        ctx_per_io: n("/ctx_switches/per_io"),
-        partial: v.get("partial").and_then(Value::as_bool).unwrap_or(false),
+        iops: r.iops,
+        lat_mean_ns: r.lat_ns.mean as f64,
+        lat_p50_ns: r.lat_ns.p50 as f64,
+        lat_p99_ns: r.lat_ns.p99 as f64,
+        cpu_per_io_ns: r.cpu.per_io_ns,
+        inflight_avg: r.inflight_avg,
+        phases_ns: reconciled.map(|t| {
+            let p = &t.phases;
+            [p.submission.mean_ns, p.block.mean_ns, p.device.mean_ns, p.completion.mean_ns].map(|v| v as f64)
+        }),
+        irq_per_io: t.map(|t| t.irq.per_io),
+        ctx_per_io: r.ctx_switches.per_io,
+        partial: r.partial,
     }
 }
 
@@ -191,9 +192,9 @@ pub struct Point {
     pub lat_p99_ns: Spread,
     pub cpu_per_io_ns: Spread,
     pub inflight_avg: Spread,
-    /// The median run's phase means.
-    pub phases_ns: [f64; 4],
-    pub irq_per_io: f64,
+    /// The median run's phase means (None: not traced, or its table did not reconcile).
+    pub phases_ns: Option<[f64; 4]>,
+    pub irq_per_io: Option<f64>,
     pub ctx_per_io: f64,
 }
 
@@ -335,7 +336,7 @@ mod tests {
             report: format!("r{rep}.json"),
             iops,
             lat_mean_ns: lat,
-            phases_ns: [iops, 0.0, 0.0, 0.0],
+            phases_ns: Some([iops, 0.0, 0.0, 0.0]),
             ..Default::default()
         };
         let s = summarize(
@@ -353,6 +354,6 @@ mod tests {
         assert_eq!(p.median_report, "r3.json");
         assert_eq!(p.iops, Spread { median: 200.0, min: 100.0, max: 300.0 });
         assert_eq!(p.lat_mean_ns, Spread { median: 15.0, min: 9.0, max: 30.0 });
-        assert_eq!(p.phases_ns[0], 200.0, "the median run's phases");
+        assert_eq!(p.phases_ns.map(|p| p[0]), Some(200.0), "the median run's phases");
     }
 }

@@ -5,7 +5,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where /proc, /sys and /boot are; `SysRoots::live()` outside tests.
 #[derive(Clone, Debug)]
@@ -40,7 +40,8 @@ pub fn cmdline(roots: &SysRoots) -> String {
 }
 
 /// One block device's queue settings, as `iopath doctor` and reports show them.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct BlockQueue {
     pub name: String,
     /// The active scheduler (the bracketed entry of queue/scheduler).
@@ -110,7 +111,8 @@ pub fn disk_of_devnum(roots: &SysRoots, major: u32, minor: u32) -> Option<String
 
 /// Everything outside the job that changes I/O performance, captured with every report so that
 /// `iopath compare` can name what differs between two runs.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Config {
     pub kernel: String,
     pub cmdline: String,
@@ -134,7 +136,8 @@ pub struct Config {
 }
 
 /// A process's cgroup as it routes I/O: v1 blkio and v2 io controls, with their values.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct CgroupIo {
     /// The blkio (v1) cgroup path, when the blkio hierarchy is mounted.
     pub blkio: Option<String>,
@@ -147,7 +150,8 @@ pub struct CgroupIo {
 }
 
 /// One stacked block device and the devices under it.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct StackedDevice {
     pub name: String,
     /// "dm" or "md".
@@ -329,7 +333,8 @@ pub fn capture(roots: &SysRoots, disks: &[String], pid: u32) -> Config {
 }
 
 /// The IOMMU as the kernel set it up: what decides whether every I/O pays a map and an unmap.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct IommuState {
     /// Group count per default-domain type (`DMA`, `DMA-FQ`, `identity`, `blocked`).
     pub group_types: Vec<(String, u32)>,

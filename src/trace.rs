@@ -62,7 +62,8 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
-    let mut rep = Report::from_run(job, outcome).with_trace(summary, names);
+    let machine = crate::report::Captured::for_run(&outcome);
+    let mut rep = Report::from_run(job, outcome, machine).with_trace(summary, names);
     rep.warnings.extend(raw.events_file_error.clone());
     Ok((rep, raw))
 }
@@ -249,8 +250,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                     break;
                 }
                 let over = deadline.is_some_and(|d| loadgen::now_ns() >= d);
-                timed_out |= over && !signalled && !loadgen::stopped();
-                if (loadgen::stopped() || over) && !signalled {
+                timed_out |= over && !signalled && !crate::stop::requested();
+                if (crate::stop::requested() || over) && !signalled {
                     // SAFETY: signalling our own child.
                     unsafe { libc::kill(pid as i32, libc::SIGINT) };
                     signalled = true;
@@ -269,7 +270,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                         break;
                     }
                 }
-                if loadgen::stopped() {
+                if crate::stop::requested() {
                     break;
                 }
                 if deadline.is_some_and(|d| loadgen::now_ns() >= d) {
@@ -337,8 +338,17 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let summary = aggregate::summarize(&raw, seen);
     // IOPS over the I/O's own span: a command's start-up and exit are not its I/O rate.
     let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };
-    let mut rep = Report::from_process(Process { pid, command, exit_code, interrupted }, &raw, span, cpu, warnings)
-        .with_trace(summary, irq_names);
+    let machine = crate::report::Captured::live(&[], pid);
+    let mut rep = Report::from_process(
+        Process { pid, command, exit_code, interrupted },
+        &raw,
+        span,
+        cpu,
+        warnings,
+        machine,
+        crate::stop::requested(),
+    )
+    .with_trace(summary, irq_names);
     rep.config.cgroup = cgroup;
     Ok((rep, raw))
 }

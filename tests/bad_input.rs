@@ -73,6 +73,19 @@ fn not_root() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "doctor as nobody must fail: {text}");
     assert!(text.contains("tracing is NOT possible") && text.contains("run as root"), "{text}");
+    // What this user cannot see is said as such, never as missing: tracefs root's own (mode
+    // 0700, the kernel's default) is "mounted but cannot read", and routes are unknown rather
+    // than "NOT followed" for want of kallsyms and tracepoints nobody cannot list.
+    use std::os::unix::fs::PermissionsExt;
+    let tracefs_mode = std::fs::metadata("/sys/kernel/tracing/events").map(|m| m.permissions().mode() & 0o007);
+    if matches!(tracefs_mode, Ok(0)) {
+        let line = text.lines().find(|l| l.trim_start().starts_with("tracefs")).unwrap_or("");
+        assert!(line.contains("mounted at /sys/kernel/tracing") && line.contains("cannot read"), "{line}");
+    }
+    assert!(
+        text.contains("unknown: tracefs and kernel symbols are root's") && !text.contains("NOT followed"),
+        "{text}"
+    );
     // ...and cannot read a raw device.
     let out = std::process::Command::new("setpriv")
         .args([
@@ -363,4 +376,61 @@ fn an_events_file_that_cannot_hold_the_trace_is_reported() {
     let w = r["warnings"].to_string();
     assert!(w.contains("No space left") && w.contains("records received"), "{w}");
     assert!(r["ios"].as_u64().unwrap() > 5000, "the trace itself went on");
+}
+
+/// Limits the machine sets on a run (locked memory, open files, a read-only device, many threads,
+/// a kill iopath cannot catch): each named with its flag and fix, or honoured.
+#[test]
+fn faults_the_machine_sets() {
+    require_root();
+    let d = scratch("machine-faults");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    let out = iopath(&["run", "--file", f, "--size", "64m", "--ios", "1"]);
+    assert!(out.status.success());
+    let limited = |prefix: &[&str], args: &[&str]| {
+        let o = std::process::Command::new(prefix[0]).args(&prefix[1..]).arg(bin()).args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{prefix:?} {args:?} must fail");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // Registered buffers count against RLIMIT_MEMLOCK once CAP_IPC_LOCK is gone (root has it).
+    let err = limited(
+        &["setpriv", "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock", "prlimit", "--memlock=65536:65536"],
+        &["run", "--file", f, "--engine", "uring", "--fixed-bufs", "--qd", "64", "--bs", "1m", "--ios", "10"],
+    );
+    assert!(err.contains("--fixed-bufs") && err.contains("RLIMIT_MEMLOCK") && err.contains("lower --qd"), "{err}");
+    let err = limited(&["prlimit", "--nofile=64:64"], &["run", "--file", f, "--jobs", "100", "--ios", "100"]);
+    assert!(err.contains("--jobs 100") && err.contains("ulimit -n"), "{err}");
+    // A read-only device opens O_RDWR and fails every write with EPERM: refused up front.
+    let img = d.join("ro.img");
+    sh("truncate", &["-s", "16M", img.to_str().unwrap()]);
+    let ro = LoopDev(sh("losetup", &["-r", "-f", "--show", img.to_str().unwrap()]));
+    let err = run_err(&["--device", &ro.0, "--rw", "randwrite", "--allow-write", "--ios", "10"]);
+    assert!(err.contains("is read-only") && err.contains("blockdev --setrw"), "{err}");
+    // 1000 sync workers on 2 CPUs: --runtime is the run's, not each thread's from its wake-up.
+    let r = run_json(&["--file", f, "--engine", "psync", "--jobs", "1000", "--runtime", "1s"]);
+    let secs = r["runtime_ns"].as_f64().unwrap() / 1e9;
+    assert!(secs < 1.5, "--runtime 1s with 1000 jobs ran {secs:.2} s");
+    // SIGKILL cannot be caught: the traced command still dies with iopath (PR_SET_PDEATHSIG).
+    let mut tracer = std::process::Command::new(bin())
+        .args(["trace", "--", "sleep", "300"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeper = || sh("sh", &["-c", &format!("pgrep -P {} -x sleep || true", tracer.id())]);
+    let t0 = std::time::Instant::now();
+    let mut pid = String::new();
+    while pid.is_empty() && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        pid = sleeper();
+    }
+    assert!(!pid.is_empty(), "the traced command never started");
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
+    assert!(gone, "sleep {pid} outlived iopath's SIGKILL");
 }

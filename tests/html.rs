@@ -71,7 +71,15 @@ fn sweep_runs_the_grid_and_its_page_renders() {
             p["iops"]["max"].as_f64().unwrap(),
         );
         assert!(min > 0.0 && min <= med && med <= max, "{p}");
-        assert!(p["phases_ns"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap() > 0.0), "traced: {p}");
+        // Phases only from a table that reconciled; otherwise null, and the run's report says why.
+        let rep: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join(p["median_report"].as_str().unwrap())).unwrap()).unwrap();
+        let reconciled = rep["reconciliation"]["reconciled"].as_bool().unwrap();
+        match p["phases_ns"].as_array() {
+            Some(ph) => assert!(reconciled && ph.iter().all(|v| v.as_f64().unwrap() > 0.0), "traced: {p}"),
+            None => assert!(!reconciled && p["phases_ns"].is_null(), "{p}"),
+        }
+        assert!(p["irq_per_io"].as_f64().is_some(), "traced: {p}");
         assert!(out.join(p["median_report"].as_str().unwrap()).exists());
     }
     // The order is the seed's: the same seed gives the same order, kept in the run list.
@@ -81,6 +89,7 @@ fn sweep_runs_the_grid_and_its_page_renders() {
     let names = ["\"uring\"", "\"aio\""];
     let expected: Vec<String> = plan.iter().map(|p| format!("{} {} {}", names[p.variant], p.qd, p.rep)).collect();
     assert_eq!(order, expected);
+    assert!(points.iter().any(|p| p["phases_ns"].is_array()), "no point's phases reconciled");
     let (ok, total) = plots_ok(&rendered(&out.join("report.html")));
     assert!(total >= 6 && ok == total, "{ok} of {total} plots rendered");
 }

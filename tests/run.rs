@@ -131,6 +131,16 @@ fn tmpfs_and_page_cache_are_called_out() {
     assert_eq!(r["target"]["in_memory"], true);
     let w = r["warnings"].to_string();
     assert!(w.contains("lives in RAM"), "O_DIRECT on tmpfs is flagged: {w}");
+    // Traced, it has no block phases: said so, counted as moving no block I/O, never zeros
+    // in a table or another engine's labels.
+    let out = iopath(&["trace", "--file", f.to_str().unwrap(), "--engine", "uring", "--qd", "8", "--ios", "3000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("no I/O was followed end to end") && text.contains("tmpfs file"), "{text}");
+    assert!(!text.contains("sum of means") && !text.contains("aio"), "{text}");
+    let t = json_of("trace", &["--file", f.to_str().unwrap(), "--engine", "uring", "--ios", "3000"]);
+    assert_eq!(t["no_block_io"].as_u64(), Some(3000), "{t}");
+    assert_eq!(t["reconciliation"]["reconciled"], false);
 
     let g = scratch("buffered").join("b.dat");
     let r = run_json(&["--file", g.to_str().unwrap(), "--size", "8m", "--ios", "500", "--direct", "false"]);

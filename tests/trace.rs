@@ -357,3 +357,77 @@ fn events_stream_one_record_per_io_and_read_back_agrees() {
         assert!((a - b).abs() / b < 0.01, "{rec}: records say {a} ns, histograms {b} ns");
     }
 }
+
+/// The BPF programs, maps and links a trace holds (ids from its fdinfo).
+fn bpf_objects(pid: u32) -> Vec<(&'static str, String)> {
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).into_iter().flatten().flatten() {
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for (key, kind) in [("prog_id:", "prog"), ("map_id:", "map"), ("link_id:", "link")] {
+            if let Some(l) = info.lines().find(|l| l.starts_with(key)) {
+                ids.push((kind, l[key.len()..].trim().to_owned()));
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// SIGINT, SIGTERM and SIGKILL mid-trace: every program, map and link the trace loaded is gone
+/// after (nothing pinned, nothing left attached).
+#[test]
+fn a_trace_stopped_by_any_signal_leaves_nothing_loaded() {
+    require_root();
+    let _serial = serial();
+    let d = scratch("trace-signals");
+    let f = d.join("t.dat");
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        let mut child = std::process::Command::new(bin())
+            .args(["trace", "--file", f.to_str().unwrap(), "--size", "32m", "--qd", "8", "--runtime", "30s"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut held = Vec::new();
+        // Attached once the programs are loaded and the generator is running.
+        while t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            held = bpf_objects(child.id());
+            if held.iter().filter(|(k, _)| *k == "link").count() >= 5 {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        held = bpf_objects(child.id()).into_iter().chain(held).collect();
+        held.sort();
+        held.dedup();
+        assert!(held.iter().any(|(k, _)| *k == "prog") && held.iter().any(|(k, _)| *k == "link"), "{held:?}");
+        let left = |held: &[(&str, String)]| -> Vec<String> {
+            held.iter()
+                .filter(|(k, id)| {
+                    std::process::Command::new("bpftool")
+                        .args([k, "show", "id", id.as_str()])
+                        .output()
+                        .is_ok_and(|o| o.status.success())
+                })
+                .map(|(k, id)| format!("{k} {id}"))
+                .collect()
+        };
+        assert_eq!(left(&held).len(), held.len(), "bpftool sees what the trace holds");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        child.wait().unwrap();
+        // Freed after the last reference drops (maps via RCU): allow a moment.
+        let mut still = left(&held);
+        for _ in 0..20 {
+            if still.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            still = left(&held);
+        }
+        assert!(still.is_empty(), "signal {sig}: still loaded after iopath exited: {still:?}");
+    }
+}

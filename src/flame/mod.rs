@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::model::RawStacks;
 
 /// One written graph.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Graph {
     pub folded: PathBuf,
     pub svg: PathBuf,
@@ -28,7 +28,7 @@ pub struct Graph {
 }
 
 /// What `--flamegraph` / `--offcpu` wrote, for the report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FlameSummary {
     pub dir: PathBuf,
     pub freq_hz: u64,

@@ -14,7 +14,8 @@ use super::fold::NamedStack;
 use crate::model::{ExecMapping, RawStack};
 
 /// How many user frames got a name, per process: frame-pointer-less binaries show up here.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Naming {
     pub tgid: u32,
     pub comm: String,

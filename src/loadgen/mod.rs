@@ -15,7 +15,7 @@ pub mod target;
 mod uring;
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::thread;
 use std::time::Duration;
@@ -73,28 +73,6 @@ pub trait Engine {
     /// Engines that cannot look without a syscall see nothing.
     fn peek(&mut self, _out: &mut Vec<Completion>) {}
     fn buffers(&mut self) -> &mut Buffers;
-}
-
-/// Set by SIGINT/SIGTERM: workers stop issuing, drain what is in flight, and the run ends with
-/// the I/Os that finished (the report says it is partial).
-pub static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// Routes Ctrl-C and SIGTERM to `STOP` instead of killing the process mid-run (which would leave
-/// a partial layout or, under tracing, nothing written at all).
-pub fn stop_on_signals() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-pub fn stopped() -> bool {
-    STOP.load(Ordering::Relaxed)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call: no syscall).
@@ -229,6 +207,8 @@ pub struct Outcome {
     pub end_ns: u64,
     pub usage: Usage,
     pub target: Prepared,
+    /// A stop was requested (Ctrl-C/SIGTERM): the run ended early with the I/Os that finished.
+    pub stopped: bool,
 }
 
 impl Outcome {
@@ -332,7 +312,8 @@ where
     // drops. Unlike a Barrier it cannot hang when a thread fails to spawn.
     let gate = RwLock::new(());
     let failed = AtomicBool::new(false);
-    let (prepared, make, gate, failed) = (&target, &make, &gate, &failed);
+    let start_line = AtomicU64::new(0);
+    let (prepared, make, gate, failed, start_line) = (&target, &make, &gate, &failed, &start_line);
     let (stats, start_ns, end_ns, usage, first_err) = thread::scope(|s| {
         let hold = gate.write().unwrap_or_else(|e| e.into_inner());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
@@ -355,7 +336,7 @@ where
                 if failed.load(Ordering::Relaxed) {
                     return Ok(Stats::default());
                 }
-                worker(engine, plan)
+                worker(engine, plan, start_line.load(Ordering::Acquire))
             });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -373,8 +354,9 @@ where
             thread::sleep(SETTLE);
         }
         let before = Usage::now();
-        drop(hold);
         let start_ns = now_ns();
+        start_line.store(start_ns, Ordering::Release);
+        drop(hold);
         let mut stats = Stats::default();
         for h in handles {
             match h.join() {
@@ -388,7 +370,7 @@ where
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(Outcome { stats, start_ns, end_ns, usage, target })
+    Ok(Outcome { stats, start_ns, end_ns, usage, target, stopped: crate::stop::requested() })
 }
 
 fn pin_to(cpu: usize) -> Result<()> {
@@ -476,7 +458,7 @@ impl Plan {
 
 // Kept out of line: flamegraphs name it as the generator's loop.
 #[inline(never)]
-fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
+fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
     let mut st = Stats::default();
     let qd = p.qd as usize;
     let mut free: Vec<u32> = (0..p.qd).rev().collect();
@@ -488,12 +470,13 @@ fn worker<E: Engine>(mut e: E, mut p: Plan) -> Result<Stats> {
     let mut issued = 0u64;
     let mut inflight = 0u32;
     let usage_before = Usage::this_thread();
-    let begin = now_ns();
-    let deadline = p.runtime.map_or(u64::MAX, |d| begin + d.as_nanos() as u64);
-    let mut now = begin;
+    // The run's one start line, not this thread's wake-up: 1000 psync workers on 2 CPUs took
+    // 2 s to all wake, and per-thread deadlines made --runtime 1s run 3.1 s.
+    let deadline = p.runtime.map_or(u64::MAX, |d| start_ns + d.as_nanos() as u64);
+    let mut now = now_ns();
 
     loop {
-        let issuing = now < deadline && issued < p.ios && !STOP.load(Ordering::Relaxed);
+        let issuing = now < deadline && issued < p.ios && !crate::stop::requested();
         if !issuing && inflight == 0 {
             break;
         }

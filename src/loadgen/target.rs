@@ -19,9 +19,9 @@ use crate::sysconf::{self, SysRoots};
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 /// What the run needs to know about its target, and what the report says about it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Prepared {
-    pub kind: &'static str,
+    pub kind: String,
     pub path: PathBuf,
     /// Bytes in use: a whole number of blocks.
     pub size: u64,
@@ -140,7 +140,7 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
     let (mem_align, offset_align) = dio_align(path, disk.as_deref());
     let in_memory = matches!(fs_type.as_str(), "tmpfs" | "ramfs");
     let mut t = Prepared {
-        kind: "file",
+        kind: "file".into(),
         path: path.to_path_buf(),
         size,
         fs_type,
@@ -169,6 +169,16 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
     let disk = sysconf::disk_of_devnum(&roots, maj, min);
 
     if job.rw.writes() {
+        // A read-only block device (losetup -r, blockdev --setro, a write-protected disk) opens
+        // O_RDWR fine and fails every write with EPERM: say it before the run.
+        if fs::read_to_string(format!("/sys/class/block/{name}/ro")).is_ok_and(|s| s.trim() == "1") {
+            bail!(
+                "{} is read-only (/sys/class/block/{name}/ro = 1): --rw {} cannot write to it; use a read workload, or make it writable (blockdev --setrw {}) if it is yours",
+                path.display(),
+                job.rw,
+                path.display()
+            );
+        }
         if let Some(m) = mounted_on(maj, min, &name) {
             bail!(
                 "refusing to write to {}: it is mounted ({m}). Writing would corrupt that file system; unmount it or test on a loop device you create",
@@ -212,7 +222,7 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
         || name.starts_with("zram")
         || name.starts_with("ram");
     let mut t = Prepared {
-        kind: "device",
+        kind: "device".into(),
         path: path.to_path_buf(),
         size,
         fs_type: "block device".into(),
@@ -323,7 +333,7 @@ fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
     let mut buf = vec![0u8; 1 << 20];
     let mut off = from;
     while off < to {
-        if super::stopped() {
+        if crate::stop::requested() {
             bail!("interrupted while laying out {}: the file is left as it was", path.display());
         }
         let n = ((to - off) as usize).min(buf.len());

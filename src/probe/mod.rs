@@ -39,34 +39,103 @@ const _: () = assert!(
     "struct io_record in bpf/phases.h and events::RECORD_SIZE disagree"
 );
 
-// The enums of bpf/phases.h and their Rust mirrors in model.rs (one side renumbered without the
-// other fails the build, not a report).
+// Each field of `struct io_record` where events.rs reads it.
+mod record_layout {
+    use super::phases_skel::types::io_record as R;
+    use crate::events::off;
+    use std::mem::offset_of;
+    const _: () = assert!(offset_of!(R, tag) == off::TAG);
+    const _: () = assert!(offset_of!(R, submit_ts) == off::SUBMIT_TS);
+    const _: () = assert!(offset_of!(R, queue_ts) == off::QUEUE_TS);
+    const _: () = assert!(offset_of!(R, issue_ts) == off::ISSUE_TS);
+    const _: () = assert!(offset_of!(R, complete_ts) == off::COMPLETE_TS);
+    const _: () = assert!(offset_of!(R, posted_ts) == off::POSTED_TS);
+    const _: () = assert!(offset_of!(R, reap_ts) == off::REAP_TS);
+    const _: () = assert!(offset_of!(R, tgid) == off::TGID);
+    const _: () = assert!(offset_of!(R, mode) == off::MODE);
+}
+
+// The enums of bpf/phases.h and their Rust mirrors in model.rs, every variant (one side
+// renumbered or extended without the other fails the build, not a report).
 mod mirrors {
     use super::phases_skel::types::{counter, phase, route_kind, ud_bits};
     use crate::model::{Counter, Phase, RouteKind, NR_COUNTERS, NR_PHASES, NR_ROUTE_KINDS};
 
-    const _: () = assert!(phase::NR_PHASES.0 as usize == NR_PHASES);
+    /// Asserts each C enumerator equals its Rust variant and that both sides have `NR` of them.
+    macro_rules! mirror {
+        ($rust:ident, $nr:expr, $c_nr:expr; $($c:path => $r:ident),+ $(,)?) => {
+            $(const _: () = assert!($c.0 as u32 == $rust::$r as u32, stringify!($r));)+
+            const _: () = assert!($c_nr as usize == $nr);
+            const _: () = assert!([$($rust::$r as usize),+].len() == $nr);
+            // A Rust variant missing from the list fails this match (no wildcard).
+            const _: fn($rust) = |x| match x {
+                $($rust::$r => ()),+
+            };
+        };
+    }
+
+    mirror!(Phase, NR_PHASES, phase::NR_PHASES.0;
+        phase::PH_SUBMISSION => Submission,
+        phase::PH_BLOCK => Block,
+        phase::PH_DEVICE => Device,
+        phase::PH_POSTED => Posted,
+        phase::PH_REAP => Reap,
+        phase::PH_COMPLETION => Completion,
+        phase::PH_TOTAL => Total,
+        phase::PH_DRIVER => Driver,
+        phase::PH_NVME => Nvme,
+        phase::PH_NVME_SUBMIT => NvmeSubmit,
+        phase::PH_NVME_END => NvmeEnd,
+        phase::PH_PICKUP => Pickup,
+        phase::PH_IOWQ => Iowq,
+        phase::PH_THROTTLED => Throttled,
+        phase::PH_STACK_DOWN => StackDown,
+        phase::PH_STACK_UP => StackUp,
+        phase::PH_APP_SUBMIT => AppSubmit,
+        phase::PH_TRACER_REAP => TracerReap
+    );
+    mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
+        counter::C_BIOS_UNTAGGED => BiosUntagged,
+        counter::C_ISSUE_UNTRACKED => IssueUntracked,
+        counter::C_REAP_UNMATCHED => ReapUnmatched,
+        counter::C_REAP_OVERFLOW => ReapOverflow,
+        counter::C_INFLIGHT_FULL => InflightFull,
+        counter::C_DONE_FULL => DoneFull,
+        counter::C_NVME_SETUP => NvmeSetup,
+        counter::C_IRQ => Irq,
+        counter::C_SOFTIRQ_BLOCK => SoftirqBlock,
+        counter::C_SOFTIRQ_BLOCK_NS => SoftirqBlockNs,
+        counter::C_CTX_VOLUNTARY => CtxVoluntary,
+        counter::C_CTX_INVOLUNTARY => CtxInvoluntary,
+        counter::C_IOMMU_MAP => IommuMap,
+        counter::C_IOMMU_UNMAP => IommuUnmap,
+        counter::C_DMA_MAP => DmaMap,
+        counter::C_DMA_UNMAP => DmaUnmap,
+        counter::C_PREEMPTED => Preempted,
+        counter::C_PREEMPTED_NS => PreemptedNs,
+        counter::C_BYTES => Bytes,
+        counter::C_RB_DROPS => RbDrops,
+        counter::C_EXPIRED_INFLIGHT => ExpiredInflight,
+        counter::C_EXPIRED_DONE => ExpiredDone,
+        counter::C_RUNQ_WAIT => RunqWait,
+        counter::C_RUNQ_WAIT_NS => RunqWaitNs,
+        counter::C_READS => Reads,
+        counter::C_WRITES => Writes,
+        counter::C_NO_BLOCK_IO => NoBlockIo,
+        counter::C_DISORDERED => Disordered,
+        counter::C_NO_REAP => NoReap,
+        counter::C_UNLINKED => Unlinked
+    );
+    mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
+        route_kind::RK_URING => Uring,
+        route_kind::RK_SQPOLL => Sqpoll,
+        route_kind::RK_IOWQ => Iowq,
+        route_kind::RK_AIO => Aio,
+        route_kind::RK_SYNC => Sync,
+        route_kind::RK_THROTTLED => Throttled,
+        route_kind::RK_SPLIT => Split,
+        route_kind::RK_HIPRI => Hipri,
+        route_kind::RK_STACKED => Stacked
+    );
     const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
-    const _: () = assert!(counter::NR_COUNTERS.0 as usize == NR_COUNTERS);
-    const _: () = assert!(route_kind::NR_ROUTE_KINDS.0 as usize == NR_ROUTE_KINDS);
-    const _: () = assert!(phase::PH_DEVICE.0 == Phase::Device as u32);
-    const _: () = assert!(phase::PH_TOTAL.0 == Phase::Total as u32);
-    const _: () = assert!(phase::PH_NVME_END.0 == Phase::NvmeEnd as u32);
-    const _: () = assert!(phase::PH_PICKUP.0 == Phase::Pickup as u32);
-    const _: () = assert!(phase::PH_IOWQ.0 == Phase::Iowq as u32);
-    const _: () = assert!(phase::PH_THROTTLED.0 == Phase::Throttled as u32);
-    const _: () = assert!(counter::C_READS.0 == Counter::Reads as u32);
-    const _: () = assert!(counter::C_RB_DROPS.0 == Counter::RbDrops as u32);
-    const _: () = assert!(counter::C_NO_BLOCK_IO.0 == Counter::NoBlockIo as u32);
-    const _: () = assert!(counter::C_UNLINKED.0 == Counter::Unlinked as u32);
-    const _: () = assert!(route_kind::RK_SYNC.0 == RouteKind::Sync as u32);
-    const _: () = assert!(route_kind::RK_HIPRI.0 == RouteKind::Hipri as u32);
-    // Every variant, not only the spot checks above: the last one of each sits at NR - 1.
-    const _: () = assert!(Counter::Unlinked as usize == NR_COUNTERS - 1);
-    const _: () = assert!(phase::PH_STACK_UP.0 == Phase::StackUp as u32);
-    const _: () = assert!(route_kind::RK_STACKED.0 == RouteKind::Stacked as u32);
-    const _: () = assert!(phase::PH_APP_SUBMIT.0 == Phase::AppSubmit as u32);
-    const _: () = assert!(phase::PH_TRACER_REAP.0 == Phase::TracerReap as u32);
-    const _: () = assert!(Phase::TracerReap as usize == NR_PHASES - 1);
-    const _: () = assert!(RouteKind::Stacked as usize == NR_ROUTE_KINDS - 1);
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::plot::{self, Series};
+use super::Report;
 use crate::model::{BpfHist, Phase, RawTrace, HIST_SUB_BITS};
 use crate::sweep::SweepReport;
 
@@ -115,34 +116,39 @@ fn hist_buckets(h: &BpfHist) -> Vec<(f64, f64, u64)> {
 
 /// report.html of one trace: the phase breakdown, each phase's latency histogram, the per-I/O
 /// counts, the configuration and the on-CPU flamegraph.
-pub fn trace_page(report: &serde_json::Value, raw: &RawTrace, flame_svg: Option<&str>) -> String {
-    let (title, sub) = (
-        report.pointer("/job/engine").map_or_else(
-            || "iopath trace".to_owned(),
-            |_| {
-                format!(
-                    "iopath trace: {} {} qd{} on {}",
-                    report["job"]["engine"].as_str().unwrap_or("?"),
-                    report["job"]["rw"].as_str().unwrap_or("?"),
-                    report["job"]["qd"],
-                    report.pointer("/target/path").and_then(|p| p.as_str()).unwrap_or("?")
-                )
-            },
+pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> String {
+    let title = match &report.job {
+        Some(j) => format!(
+            "iopath trace: {} {} qd{} on {}",
+            j.engine,
+            j.rw,
+            j.qd,
+            report
+                .target
+                .as_ref()
+                .map_or_else(|| j.target.path().display().to_string(), |t| t.path.display().to_string())
         ),
-        format!(
-            "{:.0} IOPS, mean latency {:.1} us, kernel {}",
-            report["iops"].as_f64().unwrap_or(0.0),
-            report.pointer("/lat_ns/mean").and_then(|v| v.as_f64()).unwrap_or(0.0) / 1000.0,
-            report.pointer("/system/kernel").and_then(|v| v.as_str()).unwrap_or("?")
-        ),
+        None => match &report.process {
+            Some(p) => format!("iopath trace: {} (pid {})", p.command, p.pid),
+            None => "iopath trace".to_owned(),
+        },
+    };
+    let sub = format!(
+        "{:.0} IOPS, mean latency {:.1} us, kernel {}",
+        report.iops,
+        report.lat_ns.mean as f64 / 1000.0,
+        report.system.kernel
     );
     let mut body = format!("<p>{}</p>", esc(&sub));
-    let names = ["submission", "block", "device", "completion"];
-    let means: Vec<f64> = names
-        .iter()
-        .map(|n| report.pointer(&format!("/phases/{n}/mean_ns")).and_then(|v| v.as_f64()).unwrap_or(0.0) / 1000.0)
-        .collect();
-    let parts: Vec<(String, Vec<f64>)> = names.iter().zip(&means).map(|(n, m)| (n.to_string(), vec![*m])).collect();
+    let Some(t) = &report.trace else {
+        body.push_str("<p>No trace: this report has no phase breakdown.</p>");
+        return page(&title, &body);
+    };
+    let p = &t.phases;
+    let named =
+        [("submission", &p.submission), ("block", &p.block), ("device", &p.device), ("completion", &p.completion)];
+    let parts: Vec<(String, Vec<f64>)> =
+        named.iter().map(|(n, s)| (n.to_string(), vec![s.mean_ns as f64 / 1000.0])).collect();
     body.push_str("<h2>Where the time went</h2><div class=\"plots\">");
     body.push_str(&plot::stacked_bars("Mean per I/O by phase (us)", "us", &["this run".to_owned()], &parts));
     for (name, ph) in [
@@ -154,43 +160,34 @@ pub fn trace_page(report: &serde_json::Value, raw: &RawTrace, flame_svg: Option<
         body.push_str(&plot::histogram(&format!("{name} latency"), "us (log)", &hist_buckets(&raw.phase(ph))));
     }
     body.push_str("</div>");
-    let rows: Vec<Vec<String>> = names
+    let us = |v: u64| format!("{:.2}", v as f64 / 1000.0);
+    let rows: Vec<Vec<String>> = named
         .iter()
-        .map(|n| {
-            let g =
-                |k: &str| report.pointer(&format!("/phases/{n}/{k}")).and_then(|v| v.as_f64()).unwrap_or(0.0) / 1000.0;
-            vec![
-                n.to_string(),
-                format!("{:.2}", g("mean_ns")),
-                format!("{:.2}", g("p50_ns")),
-                format!("{:.2}", g("p99_ns")),
-                format!("{:.2}", g("max_ns")),
-            ]
-        })
+        .map(|(n, s)| vec![n.to_string(), us(s.mean_ns), us(s.p50_ns), us(s.p99_ns), us(s.max_ns)])
         .collect();
     body.push_str(&table(&["phase", "mean us", "p50 us", "p99 us", "max us"], &rows));
     body.push_str("<h2>Per I/O</h2>");
-    let counts: Vec<Vec<String>> =
-        ["irq", "softirq_block", "iommu_map", "iommu_unmap", "dma_map", "dma_unmap", "ctx_switches"]
-            .iter()
-            .map(|k| {
-                vec![
-                    k.replace('_', " "),
-                    report.pointer(&format!("/{k}/total")).map_or("-".into(), |v| v.to_string()),
-                    report
-                        .pointer(&format!("/{k}/per_io"))
-                        .and_then(|v| v.as_f64())
-                        .map_or("-".into(), |v| format!("{v:.3}")),
-                ]
-            })
-            .collect();
+    let mut counts: Vec<Vec<String>> = [
+        ("irq", &t.irq),
+        ("softirq block", &t.softirq_block),
+        ("iommu map", &t.iommu_map),
+        ("iommu unmap", &t.iommu_unmap),
+        ("dma map", &t.dma_map),
+        ("dma unmap", &t.dma_unmap),
+    ]
+    .iter()
+    .map(|(k, v)| vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)])
+    .collect();
+    let c = &report.ctx_switches;
+    counts.push(vec!["ctx switches".into(), c.total.to_string(), format!("{:.3}", c.per_io)]);
     body.push_str(&table(&["event", "total", "per I/O"], &counts));
     if let Some(svg) = flame_svg {
         body.push_str("<h2>On-CPU flamegraph</h2>");
         body.push_str(&flame_frame(svg));
     }
     body.push_str("<h2>Configuration</h2>");
-    body.push_str(&table(&["key", "value"], &config_rows(&report["config"])));
+    let config = serde_json::to_value(&report.config).unwrap_or_default();
+    body.push_str(&table(&["key", "value"], &config_rows(&config)));
     page(&title, &body)
 }
 
@@ -230,20 +227,25 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(&'static str, String)> {
         ("p99_vs_qd", plot::lines("p99 latency (us)", "queue depth", "us", &series(&|p| us(&p.lat_p99_ns)), true)),
     ];
     if s.traced {
-        let cats: Vec<String> = s.points.iter().map(|p| format!("{} qd{}", p.variant, p.qd)).collect();
+        // Only points whose phase table reconciled: a bar of a table that does not add up would
+        // read as a measurement (the points table says which are missing).
+        let split: Vec<_> = s.points.iter().filter_map(|p| p.phases_ns.map(|ph| (p, ph))).collect();
+        let cats: Vec<String> = split.iter().map(|(p, _)| format!("{} qd{}", p.variant, p.qd)).collect();
         let parts: Vec<(String, Vec<f64>)> = ["submission", "block", "device", "completion"]
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.to_string(), s.points.iter().map(|p| p.phases_ns[i] / 1000.0).collect()))
+            .map(|(i, n)| (n.to_string(), split.iter().map(|(_, ph)| ph[i] / 1000.0).collect()))
             .collect();
-        out.push(("phases", plot::stacked_bars("Mean per I/O by phase (us), median run", "us", &cats, &parts)));
+        if !split.is_empty() {
+            out.push(("phases", plot::stacked_bars("Mean per I/O by phase (us), median run", "us", &cats, &parts)));
+        }
         out.push((
             "irq_per_io",
             plot::lines(
                 "Device IRQs per I/O",
                 "queue depth",
                 "IRQs per I/O",
-                &series(&|p| (p.irq_per_io, None)),
+                &series(&|p| (p.irq_per_io.unwrap_or(f64::NAN), None)),
                 false,
             ),
         ));
@@ -292,8 +294,12 @@ pub fn sweep_page(s: &SweepReport, config: Option<&serde_json::Value>) -> String
                 format!("{:.1}", p.lat_p99_ns.median / 1000.0),
                 format!("{:.2}", p.cpu_per_io_ns.median / 1000.0),
                 format!("{:.1}", p.inflight_avg.median),
-                p.phases_ns.iter().map(|v| format!("{:.1}", v / 1000.0)).collect::<Vec<_>>().join(" / "),
-                format!("{:.3}", p.irq_per_io),
+                match (p.phases_ns, s.traced) {
+                    (Some(ph), _) => ph.iter().map(|v| format!("{:.1}", v / 1000.0)).collect::<Vec<_>>().join(" / "),
+                    (None, true) => "not reconciled".into(),
+                    (None, false) => "not traced".into(),
+                },
+                p.irq_per_io.map_or("not traced".into(), |v| format!("{v:.3}")),
                 format!("{:.3}", p.ctx_per_io),
             ]
         })

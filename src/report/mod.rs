@@ -6,7 +6,7 @@ pub mod html;
 pub mod plot;
 pub mod text;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hist::LatSummary;
 use crate::job::{EngineKind, Job};
@@ -16,9 +16,9 @@ pub use text::render_text;
 
 pub const SCHEMA: &str = "iopath.report/1";
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: String,
     pub tool: Tool,
     /// The bundled generator's job (`null` when tracing another process).
     pub job: Option<Job>,
@@ -29,11 +29,13 @@ pub struct Report {
     /// The traced process when it is not the bundled generator (`--pid`, `-- CMD`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process: Option<Process>,
+    #[serde(default)]
     pub warnings: Vec<String>,
     pub ios: u64,
     pub reads: u64,
     pub writes: u64,
     /// Blocks whose content `--verify` checked.
+    #[serde(default)]
     pub verified: u64,
     pub runtime_ns: u64,
     pub iops: f64,
@@ -63,10 +65,10 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ctx_switches_getrusage: Option<CtxSwitches>,
     /// Names of the target device's interrupt vectors (trace only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub irq_vectors: Vec<String>,
     /// True when the run was cut short (Ctrl-C, SIGTERM): the numbers cover what finished.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
     /// `--flamegraph` / `--offcpu`: the graphs written and what they show.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -74,7 +76,7 @@ pub struct Report {
 }
 
 /// A traced process that is not the bundled generator.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Process {
     pub pid: u32,
     pub command: String,
@@ -86,13 +88,13 @@ pub struct Process {
     pub interrupted: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
+    pub name: String,
+    pub version: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct System {
     pub kernel: String,
     pub cpus: usize,
@@ -100,20 +102,39 @@ pub struct System {
 
 impl Tool {
     fn this() -> Tool {
-        Tool { name: "iopath", version: env!("CARGO_PKG_VERSION") }
+        Tool { name: "iopath".into(), version: env!("CARGO_PKG_VERSION").into() }
     }
 }
 
-impl System {
-    fn live() -> System {
-        System {
-            kernel: crate::sysconf::kernel_release(&crate::sysconf::SysRoots::live()),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        }
+/// The machine as a report describes it, captured by the caller (live, or from a recorded
+/// sysroot in tests): report building reads nothing itself.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    pub system: System,
+    pub config: crate::sysconf::Config,
+}
+
+impl Captured {
+    /// From `roots`: the disks the I/O went to and the traced process (its cgroup).
+    pub fn from(roots: &crate::sysconf::SysRoots, disks: &[String], pid: u32) -> Captured {
+        let config = crate::sysconf::capture(roots, disks, pid);
+        Captured { system: System { kernel: crate::sysconf::kernel_release(roots), cpus: config.cpus }, config }
+    }
+
+    /// This machine now; `cpus` as the scheduler offers them to this process (affinity, cpuset).
+    pub fn live(disks: &[String], pid: u32) -> Captured {
+        let mut c = Captured::from(&crate::sysconf::SysRoots::live(), disks, pid);
+        c.system.cpus = std::thread::available_parallelism().map_or(c.system.cpus, |n| n.get());
+        c
+    }
+
+    /// This machine now, for a generator run on `o`'s target.
+    pub fn for_run(o: &Outcome) -> Captured {
+        Captured::live(&o.target.disk.iter().cloned().collect::<Vec<_>>(), std::process::id())
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Cpu {
     /// Percent of one CPU over the run, as fio reports it.
     pub usr_pct: f64,
@@ -124,32 +145,28 @@ pub struct Cpu {
     pub per_io_ns: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CtxSwitches {
     pub voluntary: u64,
     pub involuntary: u64,
     pub total: u64,
     pub per_io: f64,
     /// `getrusage` (the worker threads' own counts) or `sched_switch` (counted by BPF).
-    pub source: &'static str,
+    pub source: String,
 }
 
 impl Report {
-    pub fn from_run(job: &Job, o: Outcome) -> Report {
+    pub fn from_run(job: &Job, o: Outcome, machine: Captured) -> Report {
         let elapsed = o.elapsed_ns();
         let secs = elapsed as f64 / 1e9;
         let ios = o.stats.ios();
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
         Report {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             tool: Tool::this(),
             job: Some(job.clone()),
-            system: System::live(),
-            config: crate::sysconf::capture(
-                &crate::sysconf::SysRoots::live(),
-                &o.target.disk.iter().cloned().collect::<Vec<_>>(),
-                std::process::id(),
-            ),
+            system: machine.system,
+            config: machine.config,
             warnings: o.target.warnings.clone(),
             target: Some(o.target),
             process: None,
@@ -177,10 +194,10 @@ impl Report {
                 involuntary: o.stats.ctx_involuntary,
                 total: o.stats.ctx_voluntary + o.stats.ctx_involuntary,
                 per_io: per_io((o.stats.ctx_voluntary + o.stats.ctx_involuntary) as f64),
-                source: "getrusage",
+                source: "getrusage".into(),
             },
             trace: None,
-            partial: crate::loadgen::stopped(),
+            partial: o.stopped,
             ctx_switches_getrusage: None,
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
@@ -217,17 +234,19 @@ impl Report {
         elapsed_ns: u64,
         cpu_ns: (u64, u64),
         warnings: Vec<String>,
+        machine: Captured,
+        partial: bool,
     ) -> Report {
         let total = raw.phase(crate::model::Phase::Total);
         let ios = total.count;
         let secs = elapsed_ns.max(1) as f64 / 1e9;
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
         Report {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             tool: Tool::this(),
             job: None,
-            system: System::live(),
-            config: crate::sysconf::capture(&crate::sysconf::SysRoots::live(), &[], process.pid),
+            system: machine.system,
+            config: machine.config,
             target: None,
             process: Some(process),
             warnings,
@@ -252,9 +271,15 @@ impl Report {
                 sys_ns: cpu_ns.1,
                 per_io_ns: per_io((cpu_ns.0 + cpu_ns.1) as f64),
             },
-            ctx_switches: CtxSwitches { voluntary: 0, involuntary: 0, total: 0, per_io: 0.0, source: "sched_switch" },
+            ctx_switches: CtxSwitches {
+                voluntary: 0,
+                involuntary: 0,
+                total: 0,
+                per_io: 0.0,
+                source: "sched_switch".into(),
+            },
             trace: None,
-            partial: crate::loadgen::stopped(),
+            partial,
             ctx_switches_getrusage: None,
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
@@ -324,10 +349,52 @@ impl Report {
             involuntary: t.ctx_involuntary,
             total,
             per_io: if self.ios == 0 { 0.0 } else { total as f64 / self.ios as f64 },
-            source: "sched_switch",
+            source: "sched_switch".into(),
         };
         self.trace = Some(t);
         self.irq_vectors = irq_vectors;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(p: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(p)
+    }
+
+    /// Report building reads no machine state of its own: what it says of the machine is what
+    /// the caller captured (here a recorded 6.12 sysroot, not this host).
+    #[test]
+    fn a_report_describes_the_machine_it_was_given() {
+        let m = Captured::from(&crate::sysconf::SysRoots::under(&data("sysroot")), &[], 1);
+        let p = Process { pid: 1, command: "x".into(), exit_code: Some(0), interrupted: false };
+        let r = Report::from_process(p, &crate::model::RawTrace::default(), 1_000_000, (0, 0), Vec::new(), m, false);
+        assert_eq!(r.system.kernel, "6.12.9-amd64");
+        assert_eq!(r.config.kernel, "6.12.9-amd64");
+    }
+
+    /// Reports read back typed, the recorded ones of earlier versions included: a field renamed
+    /// or gone is an error naming it, never a 0.
+    #[test]
+    fn reports_read_back_typed_and_a_renamed_field_is_an_error() {
+        for side in ["before", "after"] {
+            let text = std::fs::read_to_string(data(&format!("compare-iommu/{side}/report.json"))).unwrap();
+            let r: Report = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{side}: {e}"));
+            assert!(r.iops > 0.0 && r.trace.is_some(), "{side}");
+            let again: Report = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+            assert_eq!(again.trace, r.trace);
+            let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let iops = v.as_object_mut().unwrap().remove("iops").unwrap();
+            v["iops_total"] = iops;
+            let e = crate::compare::side_from_json(&v, "renamed.json", None).unwrap_err().to_string();
+            assert!(e.contains("missing field `iops`"), "{e}");
+        }
+        // A run report has no trace: read as none, not as a trace of zeros.
+        let run = std::fs::read_to_string(data("compare-fio/iopath-run.json")).unwrap();
+        let r: Report = serde_json::from_str(&run).unwrap();
+        assert!(r.trace.is_none());
     }
 }

@@ -156,6 +156,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     };
     if p.total.count == 0 {
         writeln!(w, "    no I/O was followed end to end: no phase to show")?;
+        if r.target.as_ref().is_some_and(|t| t.in_memory && t.disk.is_none()) {
+            writeln!(
+                w,
+                "    (the target is a {} file: its I/O is a memory copy that never reaches a block device, so there are no block phases; trace a file on a disk)",
+                r.target.as_ref().map_or("", |t| t.fs_type.as_str())
+            )?;
+        }
     }
     let rows = p.total.count > 0;
     if rows {
@@ -278,13 +285,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             }
         }
     } else {
-        writeln!(
-            w,
-            "    {:<16}{:>9}   does not reconcile with {whose} mean latency ({} us):",
-            "sum of means",
-            us(t.phase_sum_mean_ns),
-            us(r.lat_ns.mean)
-        )?;
+        if rows {
+            writeln!(
+                w,
+                "    {:<16}{:>9}   does not reconcile with {whose} mean latency ({} us):",
+                "sum of means",
+                us(t.phase_sum_mean_ns),
+                us(r.lat_ns.mean)
+            )?;
+        } else {
+            writeln!(w, "    no phase sum to set against {whose} mean latency ({} us):", us(r.lat_ns.mean))?;
+        }
         for why in &rec.reasons {
             writeln!(w, "      - {why}")?;
         }

@@ -1,0 +1,31 @@
+//! The one stop request of a run: SIGINT/SIGTERM set it, and everything that loops (the
+//! generator's workers, a layout, a sweep, a traced command's wait) polls it. Report building
+//! does not read it: a run's outcome records whether it was stopped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static INSTALL: Once = Once::new();
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Routes Ctrl-C and SIGTERM to the stop request instead of killing the process mid-run (which
+/// would leave a partial layout or, under tracing, nothing written at all). Idempotent.
+pub fn on_signals() {
+    INSTALL.call_once(|| {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        }
+    });
+}
+
+/// True once a stop was requested.
+#[inline]
+pub fn requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
