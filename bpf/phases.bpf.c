@@ -68,8 +68,15 @@ struct task_ctx {
 	 * context on the stack: the verifier follows a stack counter's every value through the
 	 * callback and gives up (8193 jumps); map memory it does not track. */
 	__u32 closed;
-	__u64 preempt_ts;		    /* preempted outside a syscall at this time */
-	__u64 wake_ts;			    /* woken up at this time, not yet running */
+	/* The page-cache route: inside a buffered read (1) or write (2) of a file. */
+	__u32 buffered;
+	__u32 pc_bios;	     /* bios this call queued */
+	__u64 block_ts;	     /* it blocked (switched out, not preempted) at this time ... */
+	__u64 in_preempt_ts; /* ... or was preempted at this time */
+	__u64 waited_ns;     /* blocked until woken, in this call */
+	__u64 runq_ns;	     /* runnable but not running, in this call */
+	__u64 preempt_ts;    /* preempted outside a syscall at this time */
+	__u64 wake_ts;	     /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
 };
 
@@ -483,7 +490,12 @@ static __always_inline int on_getevents_exit(long ret)
 /* Only reads and writes of files and block devices are I/O to follow: a pipe or a socket never
  * reaches a disk, and counting them as I/O that "moved no block I/O" would hide the page cache's
  * share. */
-static __always_inline bool fd_is_disk_file(__u64 fd)
+#define O_DIRECT_FLAG 040000 /* x86_64 (core_fixes.bpf.h #11: this tool reads x86_64 numbers) */
+
+/* What a sync call's fd is: 0 not a disk file, 1 direct I/O, 2 buffered (the page cache). */
+enum fd_kind { FD_OTHER = 0, FD_DIRECT = 1, FD_BUFFERED = 2 };
+
+static __always_inline enum fd_kind fd_kind(__u64 fd)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(cur, files, fdt);
@@ -491,30 +503,72 @@ static __always_inline bool fd_is_disk_file(__u64 fd)
 	__u32 mode;
 
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return false;
+		return FD_OTHER;
 	fds = BPF_CORE_READ(fdt, fd);
 	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]) || !f)
-		return false;
+		return FD_OTHER;
 	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
-	return mode == S_IFREG || mode == S_IFBLK;
+	if (mode != S_IFREG && mode != S_IFBLK)
+		return FD_OTHER;
+	return (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) ? FD_DIRECT : FD_BUFFERED;
 }
 
-static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, bool hipri)
+static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, bool hipri, bool write)
 {
-	if (!fd_is_disk_file(fd))
+	switch (fd_kind(fd)) {
+	case FD_DIRECT:
+		io_claim(bpf_get_current_task(), 0, t->enter_ts, bpf_get_current_pid_tgid() >> 32,
+			 MODE_SYNC | (hipri ? RF_HIPRI : 0));
 		return 0;
-	io_claim(bpf_get_current_task(), 0, t->enter_ts, bpf_get_current_pid_tgid() >> 32,
-		 MODE_SYNC | (hipri ? RF_HIPRI : 0));
-	return 0;
+	case FD_BUFFERED:
+		/* The page-cache route: timed here and at the exit, split by the scheduler
+		 * hooks; no per-I/O slot (its bios, readahead, serve the cache, not this call). */
+		t->buffered = write ? 2 : 1;
+		t->pc_bios = 0;
+		t->block_ts = 0;
+		t->in_preempt_ts = 0;
+		t->waited_ns = 0;
+		t->runq_ns = 0;
+		return 0;
+	default:
+		return 0;
+	}
 }
 
-static __always_inline int on_sync_exit(void)
+/* A buffered call returned: its time on CPU is what the scheduler did not take. */
+static __always_inline void pc_close(struct task_ctx *t, long ret)
+{
+	__u64 now = bpf_ktime_get_ns(), total = now - t->enter_ts, off = t->waited_ns + t->runq_ns;
+	bool write = t->buffered == 2;
+	enum phase base = write ? PH_PC_WRITE : PH_PC_READ;
+
+	t->buffered = 0;
+	if (ret < 0 || off > total)
+		return;
+	record(base, total);
+	record(base + 1, total - off);
+	record(base + 2, t->waited_ns);
+	record(base + 3, t->runq_ns);
+	count_route(RK_PAGECACHE, write);
+	count(write ? C_PC_BYTES_WRITTEN : C_PC_BYTES_READ, ret);
+	if (!write && t->waited_ns)
+		count(C_PC_READS_WAITED, 1);
+	if (!write && t->pc_bios)
+		count(C_PC_READS_QUEUED, 1);
+}
+
+static __always_inline int on_sync_exit(long ret)
 {
 	struct task_ctx *t = task_ctx(false);
 	struct io_slot *s;
 
-	if (t)
+	if (t) {
 		t->in_sys = 0;
+		if (t->buffered) {
+			pc_close(t, ret);
+			return 0;
+		}
+	}
 	s = ios_find(bpf_get_current_task(), 0);
 	if (s)
 		io_close_slot(s, bpf_ktime_get_ns(), true);
@@ -544,6 +598,12 @@ static __always_inline bool sync_syscall(long id)
 	return id == NR_PREAD64 || id == NR_PWRITE64 || id == NR_READ || id == NR_WRITE ||
 	       id == NR_READV || id == NR_WRITEV || id == NR_PREADV || id == NR_PWRITEV ||
 	       id == NR_PREADV2 || id == NR_PWRITEV2;
+}
+
+static __always_inline bool write_syscall(long id)
+{
+	return id == NR_WRITE || id == NR_PWRITE64 || id == NR_WRITEV || id == NR_PWRITEV ||
+	       id == NR_PWRITEV2;
 }
 
 static __always_inline bool io_syscall(long id)
@@ -599,9 +659,10 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 		return 0;
 	case NR_PREADV2:
 	case NR_PWRITEV2:
-		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf) & RWF_HIPRI);
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf) & RWF_HIPRI,
+				     id == NR_PWRITEV2);
 	default:
-		return on_sync_enter(t, SYS_ARG(regs, di, btf), false);
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), false, write_syscall(id));
 	}
 }
 
@@ -615,7 +676,7 @@ static __always_inline int on_sys_exit(long id, long ret)
 		return on_aio_submit_exit(ret);
 	if (id == NR_IO_GETEVENTS || id == NR_IO_PGETEVENTS)
 		return on_getevents_exit(ret);
-	return on_sync_exit();
+	return on_sync_exit(ret);
 }
 
 SEC("tp_btf/sys_enter")
@@ -699,8 +760,81 @@ static __always_inline int bio_queue(struct bio *bio)
 		return 0;
 	t = task_ctx(false);
 	in_sys = t && t->in_sys && tgid_traced(bpf_get_current_pid_tgid() >> 32);
+	if (in_sys && t->buffered) {
+		/* Readahead a buffered read started, or a sync write's writeback: the page
+		 * cache's I/O, counted for the call (not untagged). */
+		t->pc_bios++;
+		count(C_PC_BIOS, 1);
+		count(C_PC_BIO_BYTES, BPF_CORE_READ(bio, bi_iter.bi_size));
+		in_sys = false;
+	}
 	on_bio_queue(bio, in_sys);
 	return 0;
+}
+
+/* A bio of a buffered call merged into a request already queued: fewer, larger requests. */
+static __always_inline int bio_merge(void)
+{
+	struct task_ctx *t;
+
+	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t && t->in_sys && t->buffered)
+		count(C_PC_MERGES, 1);
+	return 0;
+}
+
+SEC("tp_btf/block_bio_backmerge")
+int BPF_PROG(bio_backmerge, struct bio *bio)
+{
+	return bio_merge();
+}
+
+SEC("tp_btf/block_bio_frontmerge")
+int BPF_PROG(bio_frontmerge, struct bio *bio)
+{
+	return bio_merge();
+}
+
+/* A bio of a buffered call split in two (larger than the device takes): one more request. */
+SEC("tp_btf/block_split")
+int BPF_PROG(bio_split, struct bio *bio)
+{
+	struct task_ctx *t;
+
+	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t && t->in_sys && t->buffered)
+		count(C_PC_SPLITS, 1);
+	return 0;
+}
+
+/* ---- the page cache: readahead a buffered read started (6.10+ tracepoints) ---- */
+
+static __always_inline int readahead(bool sync)
+{
+	struct task_ctx *t;
+
+	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t && t->in_sys && t->buffered)
+		count(sync ? C_PC_RA_SYNC : C_PC_RA_ASYNC, 1);
+	return 0;
+}
+
+SEC("tp_btf/page_cache_sync_ra")
+int BPF_PROG(ra_sync)
+{
+	return readahead(true);
+}
+
+SEC("tp_btf/page_cache_async_ra")
+int BPF_PROG(ra_async)
+{
+	return readahead(false);
 }
 
 /* Only where stacked devices exist (userspace decides): the top bio's end. */
@@ -849,14 +983,30 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	now = bpf_ktime_get_ns();
 	if (traced_thread(prev)) {
 		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
-		if (preempt) {
-			t = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
-			if (t && !t->in_sys)
-				t->preempt_ts = now;
+		t = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
+		if (t && t->in_sys && t->buffered) {
+			if (preempt)
+				t->in_preempt_ts = now;
+			else
+				t->block_ts = now;
+		} else if (t && preempt && !t->in_sys) {
+			t->preempt_ts = now;
 		}
 	}
 	if (traced_thread(next)) {
 		t = bpf_task_storage_get(&task_ctxs, next, 0, 0);
+		if (t && t->block_ts) {
+			/* Blocked until woken, then waited for a CPU. */
+			__u64 woke = t->wake_ts > t->block_ts ? t->wake_ts : now;
+
+			t->waited_ns += woke - t->block_ts;
+			t->runq_ns += now - woke;
+			t->block_ts = 0;
+		}
+		if (t && t->in_preempt_ts) {
+			t->runq_ns += now - t->in_preempt_ts;
+			t->in_preempt_ts = 0;
+		}
 		if (t && t->preempt_ts) {
 			count(C_PREEMPTED, 1);
 			count(C_PREEMPTED_NS, now - t->preempt_ts);

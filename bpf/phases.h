@@ -63,7 +63,20 @@ enum phase {
 	 * time. The observer's cost inside the application's latency (~200 ns an I/O here, 30 I/Os
 	 * a libaio reap at QD32: 6 us, 3% of the latency; 6-8% under emulation). */
 	PH_TRACER_REAP = 17,
-	NR_PHASES = 18,
+	/* The page-cache route: a buffered read or write of a file (no O_DIRECT), syscall entry ->
+	 * return, split by the scheduler's view of the thread inside it: on CPU (lookup, copy,
+	 * readahead submission), blocked (waiting for a folio under read, for dirty throttling, for
+	 * a lock) until woken, and runnable but not running (woken, or preempted). The three add up
+	 * to the total by construction; what they measure is when the thread slept. */
+	PH_PC_READ = 18,
+	PH_PC_READ_CPU = 19,
+	PH_PC_READ_WAIT = 20,
+	PH_PC_READ_RUNQ = 21,
+	PH_PC_WRITE = 22,
+	PH_PC_WRITE_CPU = 23,
+	PH_PC_WRITE_WAIT = 24,
+	PH_PC_WRITE_RUNQ = 25,
+	NR_PHASES = 26,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
@@ -98,6 +111,17 @@ enum counter {
 	C_DISORDERED,  /* closed I/Os whose timestamps were out of order: not in any histogram */
 	C_NO_REAP,     /* I/Os whose reap no probe sees (SQPOLL: read from the CQ ring) */
 	C_UNLINKED, /* I/Os whose bios were queued but never seen in a request (stacked device) */
+	/* The page-cache route (buffered reads and writes of files): */
+	C_PC_READS_WAITED,  /* buffered reads that blocked inside the call (a miss, or a lock) */
+	C_PC_READS_QUEUED,  /* ... that queued bios themselves (readahead they started) */
+	C_PC_BIOS,	    /* bios queued from inside buffered calls (readahead, sync writes) */
+	C_PC_BIO_BYTES,	    /* ... and their bytes */
+	C_PC_MERGES,	    /* ... merged into a request already queued (back/front merge) */
+	C_PC_RA_SYNC,	    /* synchronous readahead started by a buffered read (a miss) */
+	C_PC_RA_ASYNC,	    /* asynchronous readahead started by one (a hit on the marker) */
+	C_PC_BYTES_READ,    /* bytes the buffered reads returned */
+	C_PC_BYTES_WRITTEN, /* bytes the buffered writes took */
+	C_PC_SPLITS,	    /* ... bios of theirs split to fit the device (max_sectors_kb) */
 	NR_COUNTERS,
 };
 
@@ -133,7 +157,8 @@ enum route_kind {
 	RK_SPLIT = 6,	  /* likewise */
 	RK_HIPRI = 7,	  /* likewise */
 	RK_STACKED = 8,	  /* likewise */
-	NR_ROUTE_KINDS = 9,
+	RK_PAGECACHE = 9, /* buffered read/write of a file: through the page cache */
+	NR_ROUTE_KINDS = 10,
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 

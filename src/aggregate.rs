@@ -198,10 +198,110 @@ pub struct TraceSummary {
     /// a stacked device's clones (dm, md) on the lower device.
     #[serde(default)]
     pub unlinked: u64,
+    /// Buffered reads and writes (the page-cache route); None when the run had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<PageCache>,
     /// Set from `reconcile` once the application's own latency is known (None until then, and
     /// in reports made before the check existed).
     #[serde(default)]
     pub reconciliation: Option<Reconciliation>,
+}
+
+/// Buffered reads or writes of files, split by what the thread did inside the call: on CPU
+/// (page-cache lookup, copy, starting readahead), blocked until woken (waiting for a folio under
+/// read or writeback, dirty throttling, a lock), runnable but not running. The three add up to
+/// the call's time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheSplit {
+    pub total: PhaseStats,
+    pub on_cpu: PhaseStats,
+    pub waited: PhaseStats,
+    pub runq: PhaseStats,
+    /// Bytes the calls returned (read) or took (write).
+    pub bytes: u64,
+}
+
+impl CacheSplit {
+    pub fn sum_of_means_ns(&self) -> u64 {
+        self.on_cpu.mean_ns + self.waited.mean_ns + self.runq.mean_ns
+    }
+}
+
+/// The page-cache route: buffered syscalls of the traced threads, and the block I/O they
+/// started themselves (readahead; sync writes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageCache {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads: Option<CacheSplit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<CacheSplit>,
+    /// Reads that never blocked: served from the cache (hits) over all buffered reads.
+    pub read_hit_ratio: f64,
+    /// Reads that blocked inside the call (waiting for the device, mostly).
+    pub reads_waited: u64,
+    /// Reads that queued bios themselves (the readahead they started).
+    pub reads_queued: u64,
+    /// Bios queued from inside buffered calls, their bytes, how many were split to fit the
+    /// device and merged into a request already queued (requests = bios + splits - merges).
+    pub bios: u64,
+    pub bio_bytes: u64,
+    pub splits: Option<u64>,
+    /// None where the merge tracepoints were not attached: unknown, not zero.
+    pub merges: Option<u64>,
+    pub requests: Option<u64>,
+    /// Device requests per buffered read, and buffered reads per request ("4k reads became
+    /// 128k requests: 32 reads per request").
+    pub requests_per_read: Option<f64>,
+    pub reads_per_request: Option<f64>,
+    /// Readahead started by the reads: on a miss (sync) and on the marker (async). None where
+    /// the kernel has no readahead tracepoints (before 6.10).
+    pub readahead_sync: Option<u64>,
+    pub readahead_async: Option<u64>,
+    /// False where the split cannot be made (sched_switch not attached via BTF): then only the
+    /// totals are measurements.
+    pub split_known: bool,
+}
+
+/// `p`: the total, on-CPU, waited and run-queue phases of reads or of writes.
+fn cache_split(raw: &RawTrace, p: [Phase; 4], bytes: u64) -> Option<CacheSplit> {
+    let [total, on_cpu, waited, runq] = p.map(|p| stats(&raw.phase(p)));
+    (total.count > 0).then_some(CacheSplit { total, on_cpu, waited, runq, bytes })
+}
+
+fn page_cache(raw: &RawTrace) -> Option<PageCache> {
+    use Phase::*;
+    let reads = cache_split(raw, [PcRead, PcReadCpu, PcReadWait, PcReadRunq], raw.counter(Counter::PcBytesRead));
+    let writes =
+        cache_split(raw, [PcWrite, PcWriteCpu, PcWriteWait, PcWriteRunq], raw.counter(Counter::PcBytesWritten));
+    if reads.is_none() && writes.is_none() {
+        return None;
+    }
+    let attached = |n: &str| raw.probes.iter().any(|p| p.attached && p.name == n);
+    let nreads = reads.as_ref().map_or(0, |r| r.total.count);
+    let waited = raw.counter(Counter::PcReadsWaited);
+    let bios = raw.counter(Counter::PcBios);
+    let merges = attached("block:block_bio_backmerge").then(|| raw.counter(Counter::PcMerges));
+    let splits = attached("block:block_split").then(|| raw.counter(Counter::PcSplits));
+    // Each bio is a request, one more per split, one fewer per merge into a queued one.
+    let requests = merges.zip(splits).map(|(m, sp)| (bios + sp).saturating_sub(m));
+    let ra = attached("readahead:page_cache_sync_ra");
+    Some(PageCache {
+        read_hit_ratio: if nreads == 0 { 0.0 } else { nreads.saturating_sub(waited) as f64 / nreads as f64 },
+        reads_waited: waited,
+        reads_queued: raw.counter(Counter::PcReadsQueued),
+        bios,
+        bio_bytes: raw.counter(Counter::PcBioBytes),
+        merges,
+        splits,
+        requests,
+        requests_per_read: requests.filter(|_| nreads > 0).map(|q| q as f64 / nreads as f64),
+        reads_per_request: requests.filter(|&q| q > 0 && nreads > 0).map(|q| nreads as f64 / q as f64),
+        readahead_sync: ra.then(|| raw.counter(Counter::PcRaSync)),
+        readahead_async: ra.then(|| raw.counter(Counter::PcRaAsync)),
+        split_known: raw.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
+        reads,
+        writes,
+    })
 }
 
 /// One blk-mq hardware queue and the traced requests issued on it.
@@ -292,8 +392,22 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         + phases.device.mean_ns
         + phases.completion.mean_ns;
     // Every I/O followed end to end lands once in the total histogram (the reap histogram misses
-    // those whose reap no probe sees).
-    let followed = raw.phase(Phase::Total).count;
+    // those whose reap no probe sees); every buffered call once in its page-cache total.
+    let direct = raw.phase(Phase::Total).count;
+    let page_cache = page_cache(raw);
+    let (pc_n, pc_weighted) = page_cache.as_ref().map_or((0, 0u128), |pc| {
+        [&pc.reads, &pc.writes]
+            .iter()
+            .filter_map(|s| s.as_ref())
+            .fold((0, 0u128), |(n, w), s| (n + s.total.count, w + s.sum_of_means_ns() as u128 * s.total.count as u128))
+    });
+    // The application's mean over both populations, weighted by their counts.
+    let phase_sum_mean_ns = if pc_n == 0 {
+        phase_sum_mean_ns
+    } else {
+        ((phase_sum_mean_ns as u128 * direct as u128 + pc_weighted) / (direct + pc_n) as u128) as u64
+    };
+    let followed = direct + pc_n;
     let mut lost = Lost {
         untagged_bios: raw.counter(Counter::BiosUntagged),
         // Left over at the end, or reclaimed during the run when the address came back.
@@ -342,13 +456,14 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
         events: raw.events_received,
-        routes: routes(raw, followed),
+        routes: routes(raw, direct),
         syscalls,
         no_block_io: raw.counter(Counter::NoBlockIo),
         reap_not_seen: raw.counter(Counter::NoReap),
         reap_from_ring: None,
         app_ios: ios,
         unlinked: raw.counter(Counter::Unlinked),
+        page_cache,
         reconciliation: None,
     }
 }
@@ -356,6 +471,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
 fn routes(raw: &RawTrace, followed: u64) -> Vec<Route> {
     RouteKind::ALL
         .iter()
+        // Buffered calls have their own table (page_cache): shares here are of followed I/Os.
+        .filter(|&&k| k != RouteKind::PageCache)
         .filter_map(|&k| {
             let (reads, writes) = raw.route(k);
             (reads + writes > 0).then(|| Route {
@@ -380,6 +497,7 @@ fn route_key(k: RouteKind) -> &'static str {
         RouteKind::Split => "split",
         RouteKind::Hipri => "hipri",
         RouteKind::Stacked => "stacked",
+        RouteKind::PageCache => "pagecache",
     }
 }
 

@@ -8,10 +8,10 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 18;
-pub const NR_COUNTERS: usize = 30;
+pub const NR_PHASES: usize = 26;
+pub const NR_COUNTERS: usize = 40;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
-pub const NR_ROUTE_KINDS: usize = 9;
+pub const NR_ROUTE_KINDS: usize = 10;
 pub const NR_SYSCALL_SLOTS: usize = 512;
 
 /// `enum phase` of bpf/phases.h.
@@ -35,6 +35,14 @@ pub enum Phase {
     StackUp = 15,
     AppSubmit = 16,
     TracerReap = 17,
+    PcRead = 18,
+    PcReadCpu = 19,
+    PcReadWait = 20,
+    PcReadRunq = 21,
+    PcWrite = 22,
+    PcWriteCpu = 23,
+    PcWriteWait = 24,
+    PcWriteRunq = 25,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -49,6 +57,8 @@ pub enum RouteKind {
     Split = 6,
     Hipri = 7,
     Stacked = 8,
+    /// Buffered reads and writes of files: shown in the page-cache table, not the routes.
+    PageCache = 9,
 }
 
 impl RouteKind {
@@ -62,6 +72,7 @@ impl RouteKind {
         RouteKind::Split,
         RouteKind::Hipri,
         RouteKind::Stacked,
+        RouteKind::PageCache,
     ];
 
     /// The report's name for it.
@@ -76,6 +87,7 @@ impl RouteKind {
             RouteKind::Split => "split (several requests)",
             RouteKind::Hipri => "RWF_HIPRI (polled sync)",
             RouteKind::Stacked => "stacked device (dm, md)",
+            RouteKind::PageCache => "page cache (buffered)",
         }
     }
 
@@ -122,6 +134,16 @@ pub enum Counter {
     Disordered,
     NoReap,
     Unlinked,
+    PcReadsWaited,
+    PcReadsQueued,
+    PcBios,
+    PcBioBytes,
+    PcMerges,
+    PcRaSync,
+    PcRaAsync,
+    PcBytesRead,
+    PcBytesWritten,
+    PcSplits,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -150,6 +172,20 @@ impl BpfHist {
         self.count = self.slots.iter().map(|&(_, c)| c).sum();
         self.sum += word(HIST_SLOTS);
         self.max = self.max.max(word(HIST_SLOTS + 1));
+    }
+
+    /// Adds another histogram's counts (a traced command's buffered and direct I/Os are one
+    /// population of calls to it).
+    pub fn merge(&mut self, o: &BpfHist) {
+        for &(slot, c) in &o.slots {
+            match self.slots.binary_search_by_key(&slot, |&(s, _)| s) {
+                Ok(i) => self.slots[i].1 += c,
+                Err(i) => self.slots.insert(i, (slot, c)),
+            }
+        }
+        self.count += o.count;
+        self.sum += o.sum;
+        self.max = self.max.max(o.max);
     }
 
     pub fn record(&mut self, v: u64) {

@@ -314,7 +314,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         External::Command(argv) => argv.join(" "),
         External::Pid(_) => command_line(pid),
     };
-    let ios = raw.phase(crate::model::Phase::Total).count;
+    use crate::model::Phase;
+    let ios = [Phase::Total, Phase::PcRead, Phase::PcWrite].iter().map(|&p| raw.phase(p).count).sum::<u64>();
     if ios == 0 {
         // What was followed, so "nothing seen" can be checked against what the user expected.
         warnings.push(match (&what, children.len()) {

@@ -97,6 +97,36 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
     },
     TracepointSpec {
         group: "block",
+        names: &["block_bio_backmerge"],
+        used_for: "page cache: bios of buffered calls merged into a queued request",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_bio_frontmerge"],
+        used_for: "page cache: bios of buffered calls merged into a queued request",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
+        names: &["block_split"],
+        used_for: "page cache: bios of buffered calls split to fit the device (one more request each)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "readahead",
+        names: &["page_cache_sync_ra"],
+        used_for: "page cache: readahead a buffered read started on a miss (6.10+)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "readahead",
+        names: &["page_cache_async_ra"],
+        used_for: "page cache: readahead a buffered read started on the marker (6.10+)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "block",
         names: &["block_rq_insert"],
         used_for: "scheduler insert (not with scheduler none)",
         required: false,
@@ -250,7 +280,7 @@ pub const ROUTES: &[RouteSpec] = &[
         name: "sync read/write/pread/preadv2 (and writes)",
         tracepoints: &[SYSCALLS],
         symbols: &["iomap_dio_bio_end_io", "submit_bio_wait_endio", "blkdev_bio_end_io"],
-        note: "O_DIRECT I/O inside the syscall, RWF_HIPRI too; reads the page cache served count as 'no block I/O'",
+        note: "O_DIRECT I/O inside the syscall, RWF_HIPRI too (buffered calls: the page-cache route)",
         unsupported: None,
         without_symbols: None,
     },
@@ -282,13 +312,22 @@ pub const ROUTES: &[RouteSpec] = &[
         ),
     },
     RouteSpec {
-        name: "buffered I/O: page cache, readahead, writeback, fsync",
+        name: "buffered sync read/write (the page cache)",
+        tracepoints: &[SYSCALLS, ("sched", &["sched_switch"])],
+        symbols: &[],
+        note: "each call split into on CPU, waited and run queue; its readahead counted (readahead \
+               tracepoints: 6.10+), hit ratio, requests per read",
+        unsupported: None,
+        without_symbols: None,
+    },
+    RouteSpec {
+        name: "writeback, fsync, io_uring buffered I/O",
         tracepoints: &[],
         symbols: &[],
         note: "",
         unsupported: Some(
-            "reads the page cache serves are counted ('no block I/O'); the readahead and writeback bios behind \
-             buffered I/O are not linked to the application's reads and writes yet",
+            "the flushers' writeback is not attributed to the writes that dirtied the pages, fsync is not split \
+             into writeback, journal and flush, and io_uring's buffered reads count as 'no block I/O' yet",
         ),
         without_symbols: None,
     },

@@ -92,7 +92,15 @@ mod mirrors {
         phase::PH_STACK_DOWN => StackDown,
         phase::PH_STACK_UP => StackUp,
         phase::PH_APP_SUBMIT => AppSubmit,
-        phase::PH_TRACER_REAP => TracerReap
+        phase::PH_TRACER_REAP => TracerReap,
+        phase::PH_PC_READ => PcRead,
+        phase::PH_PC_READ_CPU => PcReadCpu,
+        phase::PH_PC_READ_WAIT => PcReadWait,
+        phase::PH_PC_READ_RUNQ => PcReadRunq,
+        phase::PH_PC_WRITE => PcWrite,
+        phase::PH_PC_WRITE_CPU => PcWriteCpu,
+        phase::PH_PC_WRITE_WAIT => PcWriteWait,
+        phase::PH_PC_WRITE_RUNQ => PcWriteRunq
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -124,7 +132,17 @@ mod mirrors {
         counter::C_NO_BLOCK_IO => NoBlockIo,
         counter::C_DISORDERED => Disordered,
         counter::C_NO_REAP => NoReap,
-        counter::C_UNLINKED => Unlinked
+        counter::C_UNLINKED => Unlinked,
+        counter::C_PC_READS_WAITED => PcReadsWaited,
+        counter::C_PC_READS_QUEUED => PcReadsQueued,
+        counter::C_PC_BIOS => PcBios,
+        counter::C_PC_BIO_BYTES => PcBioBytes,
+        counter::C_PC_MERGES => PcMerges,
+        counter::C_PC_RA_SYNC => PcRaSync,
+        counter::C_PC_RA_ASYNC => PcRaAsync,
+        counter::C_PC_BYTES_READ => PcBytesRead,
+        counter::C_PC_BYTES_WRITTEN => PcBytesWritten,
+        counter::C_PC_SPLITS => PcSplits
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,
@@ -135,7 +153,8 @@ mod mirrors {
         route_kind::RK_THROTTLED => Throttled,
         route_kind::RK_SPLIT => Split,
         route_kind::RK_HIPRI => Hipri,
-        route_kind::RK_STACKED => Stacked
+        route_kind::RK_STACKED => Stacked,
+        route_kind::RK_PAGECACHE => PageCache
     );
     const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
 }

@@ -139,6 +139,12 @@ struct PhasesPlan {
     nvme_tp: bool,
     nvme_complete: bool,
     queue_rq: QueueRqVia,
+    /// block_bio_backmerge/frontmerge (bios of buffered calls merged into requests).
+    merges: bool,
+    /// readahead:page_cache_sync_ra/async_ra (6.10+).
+    readahead: bool,
+    /// block_split (bios of buffered calls split to fit the device).
+    splits: bool,
 }
 
 fn configure_phases(
@@ -195,6 +201,12 @@ fn configure_phases(
     p.process_fork.set_autoload(!opts.tree.is_empty());
     p.sched_switch_raw.set_autoload(!btf);
     p.sched_wakeup.set_autoload(btf);
+    // The page cache's extras: BTF only (counted where the kernel has the tracepoints).
+    p.bio_backmerge.set_autoload(btf && plan.merges);
+    p.bio_frontmerge.set_autoload(btf && plan.merges);
+    p.bio_split.set_autoload(btf && plan.splits);
+    p.ra_sync.set_autoload(btf && plan.readahead);
+    p.ra_async.set_autoload(btf && plan.readahead);
     p.sys_enter.set_autoload(btf && plan.sys_enter);
     p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
     p.sys_exit.set_autoload(btf && plan.sys_exit);
@@ -246,6 +258,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         nvme_tp: nvme,
         nvme_complete: nvme && has("nvme", "nvme_complete_rq"),
         queue_rq: doorbell_via(nvme, opts.doorbell),
+        merges: has("block", "block_bio_backmerge") && has("block", "block_bio_frontmerge"),
+        readahead: has("readahead", "page_cache_sync_ra") && has("readahead", "page_cache_async_ra"),
+        splits: has("block", "block_split"),
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
@@ -401,6 +416,36 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             name: "block:block_rq_complete",
             required: true,
             prog: Some(if btf { &pp.rq_complete_btf } else { &pp.rq_complete_raw }),
+            tracepoint: None,
+        },
+        Hook {
+            name: "block:block_bio_backmerge",
+            required: false,
+            prog: (btf && plan.merges).then_some(&pp.bio_backmerge),
+            tracepoint: None,
+        },
+        Hook {
+            name: "block:block_bio_frontmerge",
+            required: false,
+            prog: (btf && plan.merges).then_some(&pp.bio_frontmerge),
+            tracepoint: None,
+        },
+        Hook {
+            name: "block:block_split",
+            required: false,
+            prog: (btf && plan.splits).then_some(&pp.bio_split),
+            tracepoint: None,
+        },
+        Hook {
+            name: "readahead:page_cache_sync_ra",
+            required: false,
+            prog: (btf && plan.readahead).then_some(&pp.ra_sync),
+            tracepoint: None,
+        },
+        Hook {
+            name: "readahead:page_cache_async_ra",
+            required: false,
+            prog: (btf && plan.readahead).then_some(&pp.ra_async),
             tracepoint: None,
         },
         Hook {

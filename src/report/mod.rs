@@ -237,7 +237,12 @@ impl Report {
         machine: Captured,
         partial: bool,
     ) -> Report {
-        let total = raw.phase(crate::model::Phase::Total);
+        use crate::model::{Counter, Phase};
+        // The process's calls: followed direct I/Os and buffered reads and writes (page cache).
+        let mut total = raw.phase(Phase::Total);
+        let (pc_reads, pc_writes) = (raw.phase(Phase::PcRead), raw.phase(Phase::PcWrite));
+        total.merge(&pc_reads);
+        total.merge(&pc_writes);
         let ios = total.count;
         let secs = elapsed_ns.max(1) as f64 / 1e9;
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
@@ -253,12 +258,15 @@ impl Report {
             ios,
             // Counted as I/Os complete, so a few still unreaped at the end may be in the split
             // but not in `ios`.
-            reads: raw.counter(crate::model::Counter::Reads),
-            writes: raw.counter(crate::model::Counter::Writes),
+            reads: raw.counter(Counter::Reads) + pc_reads.count,
+            writes: raw.counter(Counter::Writes) + pc_writes.count,
             verified: 0,
             runtime_ns: elapsed_ns,
             iops: ios as f64 / secs,
-            bw_bytes: raw.counter(crate::model::Counter::Bytes) as f64 / secs,
+            bw_bytes: (raw.counter(Counter::Bytes)
+                + raw.counter(Counter::PcBytesRead)
+                + raw.counter(Counter::PcBytesWritten)) as f64
+                / secs,
             lat_ns: total.summary(),
             reap_wait_ns: None,
             inflight_avg: ios as f64 / secs * total.mean() / 1e9,

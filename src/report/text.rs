@@ -72,10 +72,16 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         writeln!(w, "  WARNING {warn}")?;
     }
     // Reports recorded before traced commands counted their mix have no split: say nothing.
-    let split = if r.reads + r.writes > 0 || r.ios == 0 {
-        format!(" (read {}, write {})", r.reads, r.writes)
-    } else {
-        String::new()
+    let buffered = r.trace.as_ref().and_then(|t| t.page_cache.as_ref()).map_or(0, |pc| {
+        pc.reads.as_ref().map_or(0, |s| s.total.count) + pc.writes.as_ref().map_or(0, |s| s.total.count)
+    });
+    let split = match (r.reads + r.writes > 0 || r.ios == 0, buffered) {
+        // A traced command's calls: direct I/O and the page cache's, both counted.
+        (true, b) if b > 0 && b < r.ios => {
+            format!(" (read {}, write {}; {} of them buffered)", r.reads, r.writes, b)
+        }
+        (true, _) => format!(" (read {}, write {})", r.reads, r.writes),
+        (false, _) => String::new(),
     };
     writeln!(
         w,
@@ -154,7 +160,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(s.max_ns)
         )
     };
-    if p.total.count == 0 {
+    if p.total.count == 0 && t.page_cache.is_none() {
         writeln!(w, "    no I/O was followed end to end: no phase to show")?;
         if r.target.as_ref().is_some_and(|t| t.in_memory && t.disk.is_none()) {
             writeln!(
@@ -244,6 +250,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             "    {:<16} not seen for {n} I/Os: reaped from the CQ ring without a syscall (SQPOLL)",
             "  waiting (reap)"
         )?,
+    }
+    if let Some(pc) = &t.page_cache {
+        render_page_cache_rows(pc, w, &row)?;
     }
     let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
     if rec.reconciled {
@@ -335,6 +344,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             "  page cache  {} reads/writes of files moved no block I/O of their own (not in the phases)",
             t.no_block_io
         )?;
+    }
+    if let Some(pc) = &t.page_cache {
+        render_page_cache_counts(pc, w)?;
     }
     let vectors = if r.irq_vectors.is_empty() {
         "no device vectors: software device".to_owned()
@@ -486,4 +498,62 @@ fn uring_flags(r: &Report) -> String {
         f.push_str(&format!(" batch {}/{}", j.batch_submit, j.batch_complete));
     }
     f
+}
+
+/// Writes one phase row: name, stats, whether to show its share.
+type RowFn<'a> = dyn Fn(&mut dyn Write, &str, &PhaseStats, bool) -> io::Result<()> + 'a;
+
+/// The page-cache route's rows in the phase table: buffered reads and writes, each split into
+/// on CPU, waited (blocked until woken) and run queue, which add up to the call.
+fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, row: &RowFn) -> io::Result<()> {
+    for (name, split) in [("buffered reads", &pc.reads), ("buffered writes", &pc.writes)] {
+        let Some(s) = split else { continue };
+        row(w, name, &s.total, false)?;
+        if pc.split_known {
+            row(w, "  on CPU", &s.on_cpu, false)?;
+            row(w, "  waited", &s.waited, false)?;
+            row(w, "  run queue", &s.runq, false)?;
+        } else {
+            writeln!(w, "    {:<16}unknown: sched_switch is not attached via BTF here", "  split")?;
+        }
+    }
+    writeln!(
+        w,
+        "      (the page cache: a call's time on CPU is lookup, copy and starting readahead; waited is blocked"
+    )?;
+    writeln!(w, "       until woken: a folio still being read, dirty throttling, a lock)")?;
+    Ok(())
+}
+
+/// What the buffered calls did to the cache and the device.
+fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write) -> io::Result<()> {
+    let known = |v: Option<u64>| v.map_or("unknown (no tracepoint)".to_owned(), |v| v.to_string());
+    if let Some(r) = &pc.reads {
+        writeln!(
+            w,
+            "  page cache  reads {}: {:.2}% never blocked (hits), {} waited, {} started device reads themselves",
+            r.total.count,
+            pc.read_hit_ratio * 100.0,
+            pc.reads_waited,
+            pc.reads_queued
+        )?;
+        writeln!(
+            w,
+            "              readahead started: {} on a miss (sync), {} on the marker (async)",
+            known(pc.readahead_sync),
+            known(pc.readahead_async)
+        )?;
+    }
+    let per = match (pc.requests, pc.reads_per_request) {
+        (Some(q), Some(rpr)) => format!("{q} requests ({} merged): {rpr:.1} reads per request", pc.merges.unwrap_or(0)),
+        (Some(q), None) => format!("{q} requests"),
+        _ => "requests unknown (no merge tracepoints)".to_owned(),
+    };
+    writeln!(
+        w,
+        "              device I/O they started: {} bios, {:.1} MiB; {per}",
+        pc.bios,
+        pc.bio_bytes as f64 / (1 << 20) as f64
+    )?;
+    Ok(())
 }

@@ -1,0 +1,123 @@
+//! The page-cache route: buffered reads and writes traced on an ext4 of our own (a loop device),
+//! checked against counters iopath does not compute: the device's own /sys/block stat, the
+//! application's own counts (dd's records), and a warm cache that must move nothing.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// reads completed, sectors read, writes completed, sectors written (/sys/block/X/stat).
+fn disk_stat(dev: &str) -> [u64; 4] {
+    let name = dev.trim_start_matches("/dev/");
+    let s = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+    let f: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    [f[0], f[2], f[4], f[6]]
+}
+
+fn delta(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    [b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]]
+}
+
+/// The three parts add up to the call: the split is a partition of each call's time.
+fn split_adds_up(s: &Value, what: &str) {
+    let m = |k: &str| s[k]["mean_ns"].as_f64().unwrap();
+    let parts = m("on_cpu") + m("waited") + m("runq");
+    assert!((parts - m("total")).abs() <= m("total") * 0.01 + 3.0, "{what}: parts {parts} vs total {}", m("total"));
+}
+
+/// A fresh ext4 on a loop device with one file of `mb` MiB, mounted again so nothing of it is
+/// cached (unmounting drops its pages).
+fn cold_fs(name: &str, mb: u64) -> (LoopDev, Mount, String) {
+    let d = scratch(name);
+    let l = LoopDev::new(&d.join("fs.img"), mb * 2 + 64, 512);
+    sh("mkfs.ext4", &["-q", &l.0]);
+    let mnt = d.join("mnt");
+    let f = mnt.join("data");
+    {
+        let _m = Mount::new(&[&l.0], &mnt);
+        let out = iopath(&["run", "--file", f.to_str().unwrap(), "--size", &format!("{mb}m"), "--ios", "1"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let m = Mount::new(&[&l.0], &mnt);
+    (l, m, f.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn buffered_reads_against_the_devices_own_counters() {
+    require_root();
+    let (l, _m, f) = cold_fs("pc-reads", 64);
+    let job = ["--file", f.as_str(), "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "16384"];
+    let before = disk_stat(&l.0);
+    let cold = json_of("trace", &job);
+    let dev = delta(before, disk_stat(&l.0));
+    let pc = &cold["page_cache"];
+    let reads = &pc["reads"];
+    assert_eq!(reads["total"]["count"].as_u64(), Some(16384), "{pc}");
+    assert_eq!(reads["bytes"].as_u64(), Some(64 << 20), "{pc}");
+    split_adds_up(reads, "cold reads");
+    assert_eq!(cold["reconciliation"]["reconciled"], true, "{}", cold["reconciliation"]);
+    // What the reads started on the device is what the device saw (its own counters; the
+    // rest is metadata at open and mount).
+    let (bio_bytes, dev_bytes) = (pc["bio_bytes"].as_f64().unwrap(), dev[1] as f64 * 512.0);
+    assert!(bio_bytes >= 60.0 * 1048576.0 && bio_bytes <= dev_bytes, "bios {bio_bytes} B, device {dev_bytes} B");
+    assert!(bio_bytes >= dev_bytes * 0.97, "bios {bio_bytes} B, device {dev_bytes} B: readahead missed");
+    let requests = pc["requests"].as_f64().unwrap();
+    assert!((requests - dev[0] as f64).abs() <= (dev[0] as f64 * 0.1).max(3.0), "requests {requests}, device {dev:?}");
+    // Sequential 4k reads became large readahead requests.
+    assert!(pc["reads_per_request"].as_f64().unwrap() >= 8.0, "{pc}");
+    assert!(pc["readahead_sync"].as_u64().unwrap() >= 1, "a cold file starts with a miss: {pc}");
+    assert!(pc["reads_queued"].as_u64().unwrap() >= 1, "{pc}");
+    let waited = pc["reads_waited"].as_u64().unwrap();
+    assert!(waited <= cold["ctx_voluntary"].as_u64().unwrap(), "a read that waited switched out: {pc}");
+
+    // Warm: every read is a hit, nothing reaches the device.
+    let before = disk_stat(&l.0);
+    let warm = json_of("trace", &job);
+    let dev = delta(before, disk_stat(&l.0));
+    let pc = &warm["page_cache"];
+    assert_eq!(dev[0], 0, "a warm cache reads nothing from the device: {dev:?}");
+    assert_eq!(pc["bios"].as_u64(), Some(0), "{pc}");
+    assert!(pc["read_hit_ratio"].as_f64().unwrap() >= 0.999, "{pc}");
+    split_adds_up(&pc["reads"], "warm reads");
+    assert_eq!(warm["reconciliation"]["reconciled"], true, "{}", warm["reconciliation"]);
+}
+
+#[test]
+fn buffered_writes_are_calls_into_the_cache() {
+    require_root();
+    let (_l, _m, f) = cold_fs("pc-writes", 16);
+    let r =
+        json_of("trace", &["--file", &f, "--engine", "psync", "--rw", "write", "--direct", "false", "--ios", "4096"]);
+    let w = &r["page_cache"]["writes"];
+    assert_eq!(w["total"]["count"].as_u64(), Some(4096), "{}", r["page_cache"]);
+    assert_eq!(w["bytes"].as_u64(), Some(16 << 20));
+    split_adds_up(w, "writes");
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
+}
+
+/// A traced command's buffered reads, counted against the command's own count.
+#[test]
+fn dd_through_the_page_cache() {
+    require_root();
+    let (l, _m, f) = cold_fs("pc-dd", 32);
+    let before = disk_stat(&l.0);
+    let out = iopath(&["trace", "--json", "-", "--", "dd", &format!("if={f}"), "of=/dev/null", "bs=4k"]);
+    let dev = delta(before, disk_stat(&l.0));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let records: u64 = err
+        .lines()
+        .find(|l| l.ends_with("records in"))
+        .and_then(|l| l.split('+').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("dd's own count: {err}"));
+    assert_eq!(records, 8192, "32 MiB in 4k reads");
+    // dd's reads, the one that finds the end, and the loader's few reads of its libraries.
+    let reads = r["page_cache"]["reads"]["total"]["count"].as_u64().unwrap();
+    assert!(reads > records && reads <= records + 16, "traced {reads} buffered reads, dd counted {records}");
+    assert_eq!(r["ios"].as_u64(), Some(reads), "the command's I/Os are its calls");
+    let bio_bytes = r["page_cache"]["bio_bytes"].as_f64().unwrap();
+    assert!(bio_bytes >= 30.0 * 1048576.0 && bio_bytes <= dev[1] as f64 * 512.0, "{bio_bytes} vs {dev:?}");
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
+}
