@@ -39,6 +39,10 @@
  *    use a new bio_set for md_account_bio", Yu Kuai): both have orig_bio and bio_clone.
  * 11. The I/O syscalls' numbers are x86_64's (arch/x86/entry/syscalls/syscall_64.tbl), the
  *    only architecture the tp_btf syscall programs read registers for.
+ * 13. Request flag bits (enum req_flag_bits: __REQ_PREFLUSH, __REQ_FUA) moved as flags were
+ *    added and removed (e.g. __REQ_FUA 17 on 6.18); read as CO-RE enum values. REQ_OP_FLUSH
+ *    is 2 in the low REQ_OP_BITS (8) since 4.10. A cache flush bio has no data; a flush
+ *    request (blk-flush's flush_rq) has no bio.
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
@@ -63,6 +67,24 @@ static __always_inline __u64 io_kiocb_of_kiocb(struct kiocb *iocb)
 {
 	return (__u64)iocb - bpf_core_field_offset(struct io_kiocb, cmd) -
 	       bpf_core_field_offset(struct io_rw, kiocb);
+}
+
+#define REQ_OP_MASK_BITS 0xff
+
+static __always_inline bool bio_is_flush(__u32 opf)
+{
+	return (opf & REQ_OP_MASK_BITS) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH) ||
+	       (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)));
+}
+
+/* 1: a cache flush request, 2: a FUA write, 0: neither. */
+static __always_inline int rq_flush_kind(__u32 opf)
+{
+	if ((opf & REQ_OP_MASK_BITS) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH))
+		return 1;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
+		return 2;
+	return 0;
 }
 
 #endif /* IOPATH_CORE_FIXES_BPF_H */

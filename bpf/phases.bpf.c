@@ -68,13 +68,26 @@ struct task_ctx {
 	 * context on the stack: the verifier follows a stack counter's every value through the
 	 * callback and gives up (8193 jumps); map memory it does not track. */
 	__u32 closed;
-	/* The page-cache route: inside a buffered read (1) or write (2) of a file. */
+	/* The page-cache route: inside a buffered read, write or a sync call (enum pc_family). */
 	__u32 buffered;
-	__u32 pc_bios;	     /* bios this call queued */
+	__u32 pc_bios;	     /* data bios this call queued */
+	__u32 sync_call;     /* PC_SYNC: 1 fsync, 2 fdatasync */
+	__u32 sync_write;    /* PC_WRITE with O_SYNC / O_DSYNC / RWF_DSYNC */
+	__u32 own_flushes;   /* cache flushes this call issued itself */
+	__u32 throttling;    /* the current block is a balance_dirty_pages pause */
+	__u64 disk;	     /* the gendisk of the call's file (disk_busy key; 0 unknown) */
+	__u64 throttle_ts;   /* balance_dirty_pages traced this pause at this time */
 	__u64 block_ts;	     /* it blocked (switched out, not preempted) at this time ... */
 	__u64 in_preempt_ts; /* ... or was preempted at this time */
-	__u64 waited_ns;     /* blocked until woken, in this call */
+	__u64 runq_from;     /* woken inside the call at this time, not yet running */
+	__u64 snap[3];	     /* the disk's busy integrals when it blocked (struct disk_busy) */
+	__u64 waited_ns;     /* blocked, nothing below explains it (reads: all blocked time) */
 	__u64 runq_ns;	     /* runnable but not running, in this call */
+	__u64 data_ns;	     /* blocked, it had queued data bios itself */
+	__u64 journal_ns;    /* blocked while a journal commit of its disk ran ... */
+	__u64 jflush_ns;     /* ... of which a flush / FUA write of that disk was in flight */
+	__u64 flush_ns;	     /* blocked while a flush / FUA ran outside a commit */
+	__u64 throttled_ns;  /* in balance_dirty_pages pauses */
 	__u64 preempt_ts;    /* preempted outside a syscall at this time */
 	__u64 wake_ts;	     /* woken up at this time, not yet running */
 	struct io_record pending[REAP_MAX]; /* posted, not yet reaped */
@@ -108,6 +121,99 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } posted_at SEC(".maps");
+
+/*
+ * What ran on a disk while a traced write or sync call was blocked on it: a journal commit
+ * (jbd2_start_commit -> jbd2_end_commit of the file system on it) and cache flushes / FUA writes
+ * (issue -> complete). Kept as time integrals, split by which of the two were in progress, so a
+ * call's blocked interval [b, w] is attributed by the integrals' growth between b and w, exactly,
+ * whatever else the disk did. Entries are made by the traced calls (a disk nobody traced is not
+ * followed); the lock is needed because a commit ends on the jbd2 thread's CPU while a flush
+ * completes in another CPU's interrupt. tp_btf programs only (raw_tp ones may not take locks).
+ */
+enum busy_kind { BUSY_J = 0, BUSY_JF = 1, BUSY_F = 2 };
+
+struct disk_busy {
+	struct bpf_spin_lock lock;
+	__u32 commits; /* commits in progress */
+	__u32 flushes; /* flush / FUA requests in flight */
+	__u64 last;    /* the integrals are complete up to this time */
+	__u64 acc[3];  /* ns with: a commit only, a commit and a flush, a flush only */
+	__u64 commit_start;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, struct disk_busy);
+} disk_busy SEC(".maps");
+
+/* Call with the lock held. */
+static __always_inline void busy_advance(struct disk_busy *d, __u64 now)
+{
+	__u64 dt = d->last && now > d->last ? now - d->last : 0;
+
+	if (d->commits && d->flushes)
+		d->acc[BUSY_JF] += dt;
+	else if (d->commits)
+		d->acc[BUSY_J] += dt;
+	else if (d->flushes)
+		d->acc[BUSY_F] += dt;
+	if (now > d->last)
+		d->last = now;
+}
+
+static __always_inline void busy_read(__u64 disk, __u64 now, __u64 out[3])
+{
+	struct disk_busy *d = disk ? bpf_map_lookup_elem(&disk_busy, &disk) : NULL;
+
+	if (!d) {
+		out[0] = out[1] = out[2] = 0;
+		return;
+	}
+	bpf_spin_lock(&d->lock);
+	busy_advance(d, now);
+	out[0] = d->acc[0];
+	out[1] = d->acc[1];
+	out[2] = d->acc[2];
+	bpf_spin_unlock(&d->lock);
+}
+
+/* A commit (`commit`) or a flush started (+1) or ended (-1) on a followed disk. Returns the
+ * commit's duration when one ended, else 0. */
+static __always_inline __u64 busy_change(__u64 disk, bool commit, int delta)
+{
+	struct disk_busy *d = bpf_map_lookup_elem(&disk_busy, &disk);
+	__u64 now = bpf_ktime_get_ns(), took = 0;
+
+	if (!d)
+		return 0;
+	bpf_spin_lock(&d->lock);
+	busy_advance(d, now);
+	if (commit) {
+		if (delta > 0) {
+			if (!d->commits++)
+				d->commit_start = now;
+		} else if (d->commits && !--d->commits) {
+			took = now - d->commit_start;
+		}
+	} else if (delta > 0) {
+		d->flushes++;
+	} else if (d->flushes) {
+		d->flushes--;
+	}
+	bpf_spin_unlock(&d->lock);
+	return took;
+}
+
+static __always_inline void busy_follow(__u64 disk)
+{
+	struct disk_busy zero = {};
+
+	if (disk)
+		bpf_map_update_elem(&disk_busy, &disk, &zero, BPF_NOEXIST);
+}
 
 /* Requests per hardware queue: HW_QUEUE_KEY(type, id) (NVMe: poll vs irq queues). */
 struct {
@@ -495,17 +601,32 @@ static __always_inline int on_getevents_exit(long ret)
 /* What a sync call's fd is: 0 not a disk file, 1 direct I/O, 2 buffered (the page cache). */
 enum fd_kind { FD_OTHER = 0, FD_DIRECT = 1, FD_BUFFERED = 2 };
 
-static __always_inline enum fd_kind fd_kind(__u64 fd)
+/* The page-cache route's families (task_ctx.buffered) and their first phase. */
+enum pc_family { PC_NONE = 0, PC_READ = 1, PC_WRITE = 2, PC_SYNC = 3 };
+
+#define O_DSYNC_FLAG 010000 /* O_SYNC is __O_SYNC | O_DSYNC: this bit is set by both */
+#define RWF_DSYNC 0x00000002
+#define RWF_SYNC 0x00000004
+
+static __always_inline struct file *fd_file(__u64 fd)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(cur, files, fdt);
 	struct file **fds, *f = NULL;
-	__u32 mode;
 
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return FD_OTHER;
+		return NULL;
 	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]) || !f)
+	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]))
+		return NULL;
+	return f;
+}
+
+static __always_inline enum fd_kind fd_kind(struct file *f)
+{
+	__u32 mode;
+
+	if (!f)
 		return FD_OTHER;
 	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
 	if (mode != S_IFREG && mode != S_IFBLK)
@@ -513,44 +634,130 @@ static __always_inline enum fd_kind fd_kind(__u64 fd)
 	return (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) ? FD_DIRECT : FD_BUFFERED;
 }
 
-static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, bool hipri, bool write)
+/* A buffered read, write or sync call starts: timed here and at the exit, split by the
+ * scheduler hooks; no per-I/O slot (its bios, readahead, serve the cache, not this call). */
+static __always_inline void pc_start(struct task_ctx *t, enum pc_family family, struct file *f)
 {
-	switch (fd_kind(fd)) {
+	t->buffered = family;
+	t->pc_bios = 0;
+	t->own_flushes = 0;
+	t->throttling = 0;
+	t->throttle_ts = 0;
+	t->block_ts = 0;
+	t->in_preempt_ts = 0;
+	t->runq_from = 0;
+	t->waited_ns = 0;
+	t->runq_ns = 0;
+	t->data_ns = 0;
+	t->journal_ns = 0;
+	t->jflush_ns = 0;
+	t->flush_ns = 0;
+	t->throttled_ns = 0;
+	/* The disk under the file's file system (a block device file's own: its first bio). */
+	t->disk = family == PC_READ ? 0 : (__u64)BPF_CORE_READ(f, f_inode, i_sb, s_bdev, bd_disk);
+	busy_follow(t->disk);
+}
+
+static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf, bool write)
+{
+	struct file *f = fd_file(fd);
+
+	switch (fd_kind(f)) {
 	case FD_DIRECT:
 		io_claim(bpf_get_current_task(), 0, t->enter_ts, bpf_get_current_pid_tgid() >> 32,
-			 MODE_SYNC | (hipri ? RF_HIPRI : 0));
+			 MODE_SYNC | ((rwf & RWF_HIPRI) ? RF_HIPRI : 0));
 		return 0;
 	case FD_BUFFERED:
-		/* The page-cache route: timed here and at the exit, split by the scheduler
-		 * hooks; no per-I/O slot (its bios, readahead, serve the cache, not this call). */
-		t->buffered = write ? 2 : 1;
-		t->pc_bios = 0;
-		t->block_ts = 0;
-		t->in_preempt_ts = 0;
-		t->waited_ns = 0;
-		t->runq_ns = 0;
+		pc_start(t, write ? PC_WRITE : PC_READ, f);
+		t->sync_write = write && ((BPF_CORE_READ(f, f_flags) & O_DSYNC_FLAG) ||
+					  (rwf & (RWF_DSYNC | RWF_SYNC)));
 		return 0;
 	default:
 		return 0;
 	}
 }
 
+/* fsync / fdatasync of a disk file, direct or not: its own family, not an I/O. */
+static __always_inline int on_fsync_enter(struct task_ctx *t, __u64 fd, bool data_only)
+{
+	struct file *f = fd_file(fd);
+
+	if (fd_kind(f) == FD_OTHER)
+		return 0;
+	pc_start(t, PC_SYNC, f);
+	t->sync_call = data_only ? 2 : 1;
+	return 0;
+}
+
+/* A blocked interval of a write or sync call ended at `now`: what the disk was doing meanwhile
+ * says what it waited for. The journal and flush integrals first; the rest is its own data I/O
+ * if it queued any, else unexplained (a lock, someone else's I/O). */
+static __always_inline void pc_blocked(struct task_ctx *t, __u64 now)
+{
+	__u64 blocked = now - t->block_ts, b[3], j, jf, f, rest;
+
+	if (t->buffered == PC_READ) {
+		t->waited_ns += blocked;
+		return;
+	}
+	if (t->throttling) {
+		t->throttled_ns += blocked;
+		return;
+	}
+	busy_read(t->disk, now, b);
+	j = b[BUSY_J] - t->snap[BUSY_J];
+	jf = b[BUSY_JF] - t->snap[BUSY_JF];
+	f = b[BUSY_F] - t->snap[BUSY_F];
+	/* Integrals and the interval come from the same clock; clamp against wrap-around only. */
+	if (j + jf + f > blocked) {
+		j = j < blocked ? j : blocked;
+		jf = jf < blocked - j ? jf : blocked - j;
+		f = blocked - j - jf;
+	}
+	rest = blocked - j - jf - f;
+	t->journal_ns += j + jf;
+	t->jflush_ns += jf;
+	t->flush_ns += f;
+	if (t->pc_bios)
+		t->data_ns += rest;
+	else
+		t->waited_ns += rest;
+}
+
 /* A buffered call returned: its time on CPU is what the scheduler did not take. */
 static __always_inline void pc_close(struct task_ctx *t, long ret)
 {
-	__u64 now = bpf_ktime_get_ns(), total = now - t->enter_ts, off = t->waited_ns + t->runq_ns;
-	bool write = t->buffered == 2;
-	enum phase base = write ? PH_PC_WRITE : PH_PC_READ;
+	__u64 now = bpf_ktime_get_ns(), total = now - t->enter_ts;
+	__u64 off =
+	    t->waited_ns + t->runq_ns + t->data_ns + t->journal_ns + t->flush_ns + t->throttled_ns;
+	enum pc_family family = t->buffered;
+	bool write = family == PC_WRITE;
+	enum phase base = family == PC_SYNC ? PH_SYNC : write ? PH_PC_WRITE : PH_PC_READ;
 
-	t->buffered = 0;
+	t->buffered = PC_NONE;
 	if (ret < 0 || off > total)
 		return;
-	record(base, total);
-	record(base + 1, total - off);
-	record(base + 2, t->waited_ns);
-	record(base + 3, t->runq_ns);
+	record(base + PCR_TOTAL, total);
+	record(base + PCR_CPU, total - off);
+	record(base + PCR_WAIT, t->waited_ns);
+	record(base + PCR_RUNQ, t->runq_ns);
+	if (family != PC_READ) {
+		record(base + PCR_DATA, t->data_ns);
+		record(base + PCR_JOURNAL, t->journal_ns);
+		record(base + PCR_FLUSH, t->flush_ns);
+		record(base + PCR_THROTTLED, t->throttled_ns);
+		if (t->journal_ns)
+			count(C_SYNC_JOURNAL_WAITS, 1);
+	}
+	if (family == PC_SYNC) {
+		record(PH_SYNC_JOURNAL_FLUSH, t->jflush_ns);
+		count(t->sync_call == 2 ? C_FDATASYNCS : C_FSYNCS, 1);
+		return;
+	}
 	count_route(RK_PAGECACHE, write);
 	count(write ? C_PC_BYTES_WRITTEN : C_PC_BYTES_READ, ret);
+	if (write && t->sync_write)
+		count(C_SYNC_WRITES, 1);
 	if (!write && t->waited_ns)
 		count(C_PC_READS_WAITED, 1);
 	if (!write && t->pc_bios)
@@ -584,6 +791,8 @@ static __always_inline int on_sync_exit(long ret)
 #define NR_PWRITE64 18
 #define NR_READV 19
 #define NR_WRITEV 20
+#define NR_FSYNC 74
+#define NR_FDATASYNC 75
 #define NR_IO_GETEVENTS 208
 #define NR_IO_SUBMIT 209
 #define NR_PREADV 295
@@ -609,7 +818,7 @@ static __always_inline bool write_syscall(long id)
 static __always_inline bool io_syscall(long id)
 {
 	return id == NR_IO_URING_ENTER || id == NR_IO_SUBMIT || id == NR_IO_GETEVENTS ||
-	       id == NR_IO_PGETEVENTS || sync_syscall(id);
+	       id == NR_IO_PGETEVENTS || id == NR_FSYNC || id == NR_FDATASYNC || sync_syscall(id);
 }
 
 static __always_inline void count_syscall(long id)
@@ -659,10 +868,13 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 		return 0;
 	case NR_PREADV2:
 	case NR_PWRITEV2:
-		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf) & RWF_HIPRI,
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf),
 				     id == NR_PWRITEV2);
+	case NR_FSYNC:
+	case NR_FDATASYNC:
+		return on_fsync_enter(t, SYS_ARG(regs, di, btf), id == NR_FDATASYNC);
 	default:
-		return on_sync_enter(t, SYS_ARG(regs, di, btf), false, write_syscall(id));
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), 0, write_syscall(id));
 	}
 }
 
@@ -761,13 +973,26 @@ static __always_inline int bio_queue(struct bio *bio)
 	t = task_ctx(false);
 	in_sys = t && t->in_sys && tgid_traced(bpf_get_current_pid_tgid() >> 32);
 	if (in_sys && t->buffered) {
-		/* Readahead a buffered read started, or a sync write's writeback: the page
-		 * cache's I/O, counted for the call (not untagged). */
-		t->pc_bios++;
-		count(C_PC_BIOS, 1);
-		count(C_PC_BIO_BYTES, BPF_CORE_READ(bio, bi_iter.bi_size));
+		/* Readahead a buffered read started, a sync call's writeback, or a cache flush
+		 * it issued itself: the page cache's I/O, counted for the call (not untagged). */
+		__u32 size = BPF_CORE_READ(bio, bi_iter.bi_size);
+
 		in_sys = false;
+		if (!t->disk) {
+			t->disk = (__u64)BPF_CORE_READ(bio, bi_bdev, bd_disk);
+			if (t->buffered != PC_READ)
+				busy_follow(t->disk);
+		}
+		if (!size && bio_is_flush(BPF_CORE_READ(bio, bi_opf))) {
+			t->own_flushes++;
+			count(C_SYNC_OWN_FLUSHES, 1);
+			goto queue;
+		}
+		t->pc_bios++;
+		count(t->buffered == PC_SYNC ? C_SYNC_BIOS : C_PC_BIOS, 1);
+		count(t->buffered == PC_SYNC ? C_SYNC_BIO_BYTES : C_PC_BIO_BYTES, size);
 	}
+queue:
 	on_bio_queue(bio, in_sys);
 	return 0;
 }
@@ -887,6 +1112,10 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 
 	if (!enabled)
 		return 0;
+	/* The disk's flushes and FUA writes (a flush request has no bio). Needs the lock: tp_btf
+	 * only, and the constant flag drops it from raw_tp programs. */
+	if (btf && rq_flush_kind(rq->cmd_flags))
+		busy_change((__u64)rq->q->disk, false, 1);
 	bio = RQ_READ(btf, rq, bio);
 	if (!bio)
 		return 0;
@@ -917,6 +1146,15 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 
 	if (!enabled)
 		return 0;
+	if (btf) {
+		int kind = rq_flush_kind(rq->cmd_flags);
+		__u64 disk = (__u64)rq->q->disk;
+
+		if (kind && bpf_map_lookup_elem(&disk_busy, &disk)) {
+			busy_change(disk, false, -1);
+			count(kind == 1 ? C_FLUSH_RQS : C_FUA_RQS, 1);
+		}
+	}
 	bio = RQ_READ(btf, rq, bio);
 	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), bpf_ktime_get_ns(), true))
 		count(C_BYTES, nr_bytes);
@@ -985,10 +1223,17 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
 		t = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
 		if (t && t->in_sys && t->buffered) {
-			if (preempt)
+			if (preempt) {
 				t->in_preempt_ts = now;
-			else
+			} else {
 				t->block_ts = now;
+				/* balance_dirty_pages sleeps right after its tracepoint (~1 us
+				 * here); a later block in the same call is something else. */
+				t->throttling = t->throttle_ts && now - t->throttle_ts < 20000;
+				t->throttle_ts = 0;
+				if (t->buffered != PC_READ)
+					busy_read(t->disk, now, t->snap);
+			}
 		} else if (t && preempt && !t->in_sys) {
 			t->preempt_ts = now;
 		}
@@ -996,12 +1241,14 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (traced_thread(next)) {
 		t = bpf_task_storage_get(&task_ctxs, next, 0, 0);
 		if (t && t->block_ts) {
-			/* Blocked until woken, then waited for a CPU. */
-			__u64 woke = t->wake_ts > t->block_ts ? t->wake_ts : now;
-
-			t->waited_ns += woke - t->block_ts;
-			t->runq_ns += now - woke;
+			/* Blocked, and its wakeup not seen (woken before tracing began). */
+			pc_blocked(t, now);
 			t->block_ts = 0;
+		}
+		if (t && t->runq_from) {
+			/* Woken inside the call, then waited for a CPU. */
+			t->runq_ns += now - t->runq_from;
+			t->runq_from = 0;
 		}
 		if (t && t->in_preempt_ts) {
 			t->runq_ns += now - t->in_preempt_ts;
@@ -1031,8 +1278,58 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 	if (!enabled || !traced_thread(p))
 		return 0;
 	t = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	if (t)
-		t->wake_ts = bpf_ktime_get_ns();
+	if (!t)
+		return 0;
+	t->wake_ts = bpf_ktime_get_ns();
+	/* A buffered call's blocked interval ends here: what it waited for is told now. */
+	if (t->block_ts && t->in_sys && t->buffered) {
+		pc_blocked(t, t->wake_ts);
+		t->block_ts = 0;
+		t->runq_from = t->wake_ts;
+	}
+	return 0;
+}
+
+/* ---- what a write or sync call waits for: journal commits and dirty throttling ---- */
+
+/* jbd2 (ext4's journal) commits a transaction: the disk of the file system it journals. */
+SEC("tp_btf/jbd2_start_commit")
+int BPF_PROG(jbd2_start_commit, journal_t *journal)
+{
+	if (enabled)
+		busy_change((__u64)journal->j_fs_dev->bd_disk, true, 1);
+	return 0;
+}
+
+SEC("tp_btf/jbd2_end_commit")
+int BPF_PROG(jbd2_end_commit, journal_t *journal)
+{
+	__u64 took;
+
+	if (!enabled)
+		return 0;
+	took = busy_change((__u64)journal->j_fs_dev->bd_disk, true, -1);
+	if (took) {
+		count(C_JBD2_COMMITS, 1);
+		count(C_JBD2_COMMIT_NS, took);
+	}
+	return 0;
+}
+
+/* A writer is about to sleep for dirty throttling (its arguments differ across kernels: none
+ * read). */
+SEC("tp_btf/balance_dirty_pages")
+int BPF_PROG(dirty_pause)
+{
+	struct task_ctx *t;
+
+	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	t = task_ctx(false);
+	if (t && t->in_sys && t->buffered == PC_WRITE) {
+		t->throttle_ts = bpf_ktime_get_ns();
+		count(C_DIRTY_PAUSES, 1);
+	}
 	return 0;
 }
 

@@ -72,11 +72,45 @@ enum phase {
 	PH_PC_READ_CPU = 19,
 	PH_PC_READ_WAIT = 20,
 	PH_PC_READ_RUNQ = 21,
+	/* Writes and sync calls split their blocked time further, by what ran while they waited
+	 * (the same offsets from PH_PC_WRITE and PH_SYNC): WAIT is then what nothing below
+	 * explains (a lock, someone else's I/O); DATA the device I/O the call queued itself
+	 * (writeback of its dirty pages); JOURNAL a journal commit of its file system (jbd2);
+	 * FLUSH a cache flush or FUA write on its disk outside a commit; THROTTLED a
+	 * balance_dirty_pages pause (dirty throttling). */
 	PH_PC_WRITE = 22,
 	PH_PC_WRITE_CPU = 23,
 	PH_PC_WRITE_WAIT = 24,
 	PH_PC_WRITE_RUNQ = 25,
-	NR_PHASES = 26,
+	PH_PC_WRITE_DATA = 26,
+	PH_PC_WRITE_JOURNAL = 27,
+	PH_PC_WRITE_FLUSH = 28,
+	PH_PC_WRITE_THROTTLED = 29,
+	/* fsync and fdatasync: syscall entry -> return, split as writes are. Not I/Os of their
+	 * own: counted apart, set against the application's own sync latency. */
+	PH_SYNC = 30,
+	PH_SYNC_CPU = 31,
+	PH_SYNC_WAIT = 32,
+	PH_SYNC_RUNQ = 33,
+	PH_SYNC_DATA = 34,
+	PH_SYNC_JOURNAL = 35,
+	PH_SYNC_FLUSH = 36,
+	PH_SYNC_THROTTLED = 37,
+	/* Inside PH_SYNC_JOURNAL: the commit's own cache flush / FUA write on the disk. */
+	PH_SYNC_JOURNAL_FLUSH = 38,
+	NR_PHASES = 39,
+};
+
+/* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
+enum pc_row {
+	PCR_TOTAL = 0,
+	PCR_CPU = 1,
+	PCR_WAIT = 2,
+	PCR_RUNQ = 3,
+	PCR_DATA = 4,
+	PCR_JOURNAL = 5,
+	PCR_FLUSH = 6,
+	PCR_THROTTLED = 7,
 };
 
 /* Only what histograms cannot tell: how many I/Os reached each phase is the histograms' count. */
@@ -122,6 +156,19 @@ enum counter {
 	C_PC_BYTES_READ,    /* bytes the buffered reads returned */
 	C_PC_BYTES_WRITTEN, /* bytes the buffered writes took */
 	C_PC_SPLITS,	    /* ... bios of theirs split to fit the device (max_sectors_kb) */
+	/* Sync calls and the journal and flushes behind them: */
+	C_FSYNCS,	    /* fsync calls on disk files */
+	C_FDATASYNCS,	    /* fdatasync calls */
+	C_SYNC_WRITES,	    /* buffered writes with O_SYNC / O_DSYNC / RWF_DSYNC (in the writes) */
+	C_SYNC_BIOS,	    /* data bios fsync/fdatasync calls queued themselves */
+	C_SYNC_BIO_BYTES,   /* ... and their bytes */
+	C_SYNC_OWN_FLUSHES, /* cache flushes a sync call or write issued itself */
+	C_SYNC_JOURNAL_WAITS, /* sync calls and writes that waited through a journal commit */
+	C_JBD2_COMMITS,	      /* jbd2 commits on the disks of the traced calls */
+	C_JBD2_COMMIT_NS,     /* ... and their time, start -> end */
+	C_FLUSH_RQS,	      /* cache-flush requests completed on those disks */
+	C_FUA_RQS,	      /* FUA writes completed there */
+	C_DIRTY_PAUSES,	      /* balance_dirty_pages pauses inside traced writes */
 	NR_COUNTERS,
 };
 

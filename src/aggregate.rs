@@ -201,6 +201,9 @@ pub struct TraceSummary {
     /// Buffered reads and writes (the page-cache route); None when the run had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<PageCache>,
+    /// fsync / fdatasync calls; None when the run had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_calls: Option<SyncCalls>,
     /// Set from `reconcile` once the application's own latency is known (None until then, and
     /// in reports made before the check existed).
     #[serde(default)]
@@ -215,16 +218,66 @@ pub struct TraceSummary {
 pub struct CacheSplit {
     pub total: PhaseStats,
     pub on_cpu: PhaseStats,
+    /// Blocked, and nothing below explains it (for reads, all blocked time).
     pub waited: PhaseStats,
     pub runq: PhaseStats,
-    /// Bytes the calls returned (read) or took (write).
+    /// Bytes the calls returned (read) or took (write); 0 for sync calls.
     pub bytes: u64,
+    /// Writes and sync calls: blocked time told apart by what the file's disk did meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<WaitSplit>,
+}
+
+/// What a write or sync call was blocked on, by the disk's state meanwhile (bpf/phases.bpf.c
+/// `struct disk_busy`): its own data bios in flight, a journal commit of its file system, a
+/// cache flush or FUA write outside a commit, a dirty-throttling pause. With `on_cpu`, `waited`
+/// and `runq` they add up to the call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitSplit {
+    pub data: PhaseStats,
+    pub journal: PhaseStats,
+    pub flush: PhaseStats,
+    pub throttled: PhaseStats,
 }
 
 impl CacheSplit {
     pub fn sum_of_means_ns(&self) -> u64 {
-        self.on_cpu.mean_ns + self.waited.mean_ns + self.runq.mean_ns
+        self.on_cpu.mean_ns
+            + self.waited.mean_ns
+            + self.runq.mean_ns
+            + self
+                .waits
+                .as_ref()
+                .map_or(0, |w| w.data.mean_ns + w.journal.mean_ns + w.flush.mean_ns + w.throttled.mean_ns)
     }
+}
+
+/// fsync and fdatasync calls on disk files: not I/Os of their own, timed and split apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyncCalls {
+    pub fsync: u64,
+    pub fdatasync: u64,
+    /// Entry -> return, split like a write (`waits` always set).
+    pub split: CacheSplit,
+    /// Inside `waits.journal`: the commit's own cache flush / FUA write in flight.
+    pub journal_flush: PhaseStats,
+    /// Data bios the calls queued themselves (writeback of their dirty pages) and their bytes.
+    pub data_bios: u64,
+    pub data_bytes: u64,
+    /// Cache flushes the sync calls and sync writes issued themselves (blkdev_issue_flush).
+    pub own_flushes: u64,
+    /// Calls (sync calls and sync writes) that waited through a journal commit.
+    pub journal_waits: u64,
+    /// Journal commits on the calls' disks and their mean time (None: no jbd2 tracepoints).
+    pub commits: Option<u64>,
+    pub commit_mean_ns: Option<u64>,
+    /// Flush requests and FUA writes completed on the calls' disks (every writer's).
+    pub flush_requests: u64,
+    pub fua_writes: u64,
+    /// The application's own mean sync latency (the bundled generator's), set by the report;
+    /// the split's mean is set against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_mean_ns: Option<u64>,
 }
 
 /// The page-cache route: buffered syscalls of the traced threads, and the block I/O they
@@ -260,19 +313,61 @@ pub struct PageCache {
     /// False where the split cannot be made (sched_switch not attached via BTF): then only the
     /// totals are measurements.
     pub split_known: bool,
+    /// Writes with O_SYNC / O_DSYNC / RWF_DSYNC (each one waits for its own writeback).
+    #[serde(default)]
+    pub sync_writes: u64,
+    /// balance_dirty_pages pauses inside the writes (None: no tracepoint).
+    #[serde(default)]
+    pub dirty_pauses: Option<u64>,
 }
 
-/// `p`: the total, on-CPU, waited and run-queue phases of reads or of writes.
-fn cache_split(raw: &RawTrace, p: [Phase; 4], bytes: u64) -> Option<CacheSplit> {
+/// `p`: the total, on-CPU, waited and run-queue phases of reads or of writes; `waits`: the
+/// data, journal, flush and throttled phases where the family has them.
+fn cache_split(raw: &RawTrace, p: [Phase; 4], waits: Option<[Phase; 4]>, bytes: u64) -> Option<CacheSplit> {
     let [total, on_cpu, waited, runq] = p.map(|p| stats(&raw.phase(p)));
-    (total.count > 0).then_some(CacheSplit { total, on_cpu, waited, runq, bytes })
+    let waits = waits.map(|w| {
+        let [data, journal, flush, throttled] = w.map(|p| stats(&raw.phase(p)));
+        WaitSplit { data, journal, flush, throttled }
+    });
+    (total.count > 0).then_some(CacheSplit { total, on_cpu, waited, runq, bytes, waits })
+}
+
+fn sync_calls(raw: &RawTrace) -> Option<SyncCalls> {
+    use Phase::*;
+    let split = cache_split(
+        raw,
+        [Sync, SyncCpu, SyncWait, SyncRunq],
+        Some([SyncData, SyncJournal, SyncFlush, SyncThrottled]),
+        0,
+    )?;
+    let jbd2 = raw.probes.iter().any(|p| p.attached && p.name == "jbd2:jbd2_end_commit");
+    let commits = raw.counter(Counter::Jbd2Commits);
+    Some(SyncCalls {
+        fsync: raw.counter(Counter::Fsyncs),
+        fdatasync: raw.counter(Counter::Fdatasyncs),
+        journal_flush: stats(&raw.phase(SyncJournalFlush)),
+        split,
+        data_bios: raw.counter(Counter::SyncBios),
+        data_bytes: raw.counter(Counter::SyncBioBytes),
+        own_flushes: raw.counter(Counter::SyncOwnFlushes),
+        journal_waits: raw.counter(Counter::SyncJournalWaits),
+        commits: jbd2.then_some(commits),
+        commit_mean_ns: (jbd2 && commits > 0).then(|| raw.counter(Counter::Jbd2CommitNs) / commits),
+        flush_requests: raw.counter(Counter::FlushRqs),
+        fua_writes: raw.counter(Counter::FuaRqs),
+        app_mean_ns: None,
+    })
 }
 
 fn page_cache(raw: &RawTrace) -> Option<PageCache> {
     use Phase::*;
-    let reads = cache_split(raw, [PcRead, PcReadCpu, PcReadWait, PcReadRunq], raw.counter(Counter::PcBytesRead));
-    let writes =
-        cache_split(raw, [PcWrite, PcWriteCpu, PcWriteWait, PcWriteRunq], raw.counter(Counter::PcBytesWritten));
+    let reads = cache_split(raw, [PcRead, PcReadCpu, PcReadWait, PcReadRunq], None, raw.counter(Counter::PcBytesRead));
+    let writes = cache_split(
+        raw,
+        [PcWrite, PcWriteCpu, PcWriteWait, PcWriteRunq],
+        Some([PcWriteData, PcWriteJournal, PcWriteFlush, PcWriteThrottled]),
+        raw.counter(Counter::PcBytesWritten),
+    );
     if reads.is_none() && writes.is_none() {
         return None;
     }
@@ -299,6 +394,8 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
         readahead_sync: ra.then(|| raw.counter(Counter::PcRaSync)),
         readahead_async: ra.then(|| raw.counter(Counter::PcRaAsync)),
         split_known: raw.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
+        sync_writes: raw.counter(Counter::SyncWrites),
+        dirty_pauses: attached("writeback:balance_dirty_pages").then(|| raw.counter(Counter::DirtyPauses)),
         reads,
         writes,
     })
@@ -464,6 +561,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         app_ios: ios,
         unlinked: raw.counter(Counter::Unlinked),
         page_cache,
+        sync_calls: sync_calls(raw),
         reconciliation: None,
     }
 }

@@ -254,6 +254,15 @@ pub struct JobCommon {
     /// psync: preadv2/pwritev2 with RWF_HIPRI, polled sync I/O (fio's pvsync2 hipri).
     #[arg(long)]
     pub hipri: bool,
+    /// psync: fsync(2) after every N writes (fio's fsync=N); timed apart from the writes.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub fsync: u32,
+    /// psync: fdatasync(2) after every N writes (fio's fdatasync=N).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub fdatasync: u32,
+    /// Open the target O_SYNC (fio's sync=1): each write returns once it is on stable storage.
+    #[arg(long)]
+    pub sync: bool,
     /// Most I/Os per submit call (fio iodepth_batch_submit, default 1: submit each at once); 0 = all free slots.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub batch_submit: u32,
@@ -302,6 +311,9 @@ impl JobArgs {
             ("--fixed-bufs", a.fixed_bufs != b.fixed_bufs),
             ("--force-async", a.force_async != b.force_async),
             ("--hipri", a.hipri != b.hipri),
+            ("--fsync", a.fsync != b.fsync),
+            ("--fdatasync", a.fdatasync != b.fdatasync),
+            ("--sync", a.sync != b.sync),
             ("--batch-submit", a.batch_submit != b.batch_submit),
             ("--batch-complete", a.batch_complete != b.batch_complete),
             ("--verify", a.verify != b.verify),
@@ -368,6 +380,9 @@ impl JobCommon {
             fixed_bufs: self.fixed_bufs,
             force_async: self.force_async,
             hipri: self.hipri,
+            fsync: self.fsync,
+            fdatasync: self.fdatasync,
+            sync: self.sync,
             batch_submit: self.batch_submit,
             batch_complete: self.batch_complete,
             verify: self.verify,

@@ -127,6 +127,15 @@ pub struct Job {
     /// psync: preadv2/pwritev2 with RWF_HIPRI (fio's pvsync2 hipri): polled sync I/O.
     #[serde(default)]
     pub hipri: bool,
+    /// psync: fsync(2) after every N writes (fio's fsync=N); 0 = never.
+    #[serde(default)]
+    pub fsync: u32,
+    /// psync: fdatasync(2) after every N writes (fio's fdatasync=N); 0 = never.
+    #[serde(default)]
+    pub fdatasync: u32,
+    /// Open the target O_SYNC (fio's sync=1): every write waits for its data and metadata.
+    #[serde(default)]
+    pub sync: bool,
     /// Most I/Os handed to the kernel per submit call (fio's iodepth_batch_submit, default 1); 0 = all free slots.
     pub batch_submit: u32,
     /// Fewest completions to wait for per reap call (fio's iodepth_batch_complete_min).
@@ -216,6 +225,24 @@ impl Job {
         }
         if self.hipri && !self.direct {
             bail!("--hipri needs O_DIRECT: polled completions exist only for direct I/O");
+        }
+        if self.fsync > 0 && self.fdatasync > 0 {
+            bail!("--fsync and --fdatasync both ask for a sync call after every N writes: give one");
+        }
+        if (self.fsync > 0 || self.fdatasync > 0) && self.engine != EngineKind::Psync {
+            bail!(
+                "--fsync / --fdatasync issue the sync call between a psync job's writes (fio's fsync=N with a sync \
+                 engine): use --engine psync (for io_uring and libaio writes that sync themselves, use --sync)"
+            );
+        }
+        if (self.fsync > 0 || self.fdatasync > 0) && !self.rw.writes() {
+            bail!(
+                "--fsync / --fdatasync count writes, and --rw {} does none: use --rw write, randwrite or randrw",
+                self.rw
+            );
+        }
+        if self.sync && !self.rw.writes() {
+            bail!("--sync opens the target O_SYNC, which only changes writes, and --rw {} does none", self.rw);
         }
         if self.iopoll && !self.direct {
             bail!("--iopoll needs O_DIRECT: polled completions exist only for direct I/O");

@@ -8,8 +8,8 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 26;
-pub const NR_COUNTERS: usize = 40;
+pub const NR_PHASES: usize = 39;
+pub const NR_COUNTERS: usize = 52;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 10;
 pub const NR_SYSCALL_SLOTS: usize = 512;
@@ -43,6 +43,19 @@ pub enum Phase {
     PcWriteCpu = 23,
     PcWriteWait = 24,
     PcWriteRunq = 25,
+    PcWriteData = 26,
+    PcWriteJournal = 27,
+    PcWriteFlush = 28,
+    PcWriteThrottled = 29,
+    Sync = 30,
+    SyncCpu = 31,
+    SyncWait = 32,
+    SyncRunq = 33,
+    SyncData = 34,
+    SyncJournal = 35,
+    SyncFlush = 36,
+    SyncThrottled = 37,
+    SyncJournalFlush = 38,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -144,6 +157,18 @@ pub enum Counter {
     PcBytesRead,
     PcBytesWritten,
     PcSplits,
+    Fsyncs,
+    Fdatasyncs,
+    SyncWrites,
+    SyncBios,
+    SyncBioBytes,
+    SyncOwnFlushes,
+    SyncJournalWaits,
+    Jbd2Commits,
+    Jbd2CommitNs,
+    FlushRqs,
+    FuaRqs,
+    DirtyPauses,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

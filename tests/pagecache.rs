@@ -6,42 +6,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// reads completed, sectors read, writes completed, sectors written (/sys/block/X/stat).
-fn disk_stat(dev: &str) -> [u64; 4] {
-    let name = dev.trim_start_matches("/dev/");
-    let s = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
-    let f: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
-    [f[0], f[2], f[4], f[6]]
-}
-
-fn delta(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
-    [b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]]
-}
-
-/// The three parts add up to the call: the split is a partition of each call's time.
-fn split_adds_up(s: &Value, what: &str) {
-    let m = |k: &str| s[k]["mean_ns"].as_f64().unwrap();
-    let parts = m("on_cpu") + m("waited") + m("runq");
-    assert!((parts - m("total")).abs() <= m("total") * 0.01 + 3.0, "{what}: parts {parts} vs total {}", m("total"));
-}
-
-/// A fresh ext4 on a loop device with one file of `mb` MiB, mounted again so nothing of it is
-/// cached (unmounting drops its pages).
-fn cold_fs(name: &str, mb: u64) -> (LoopDev, Mount, String) {
-    let d = scratch(name);
-    let l = LoopDev::new(&d.join("fs.img"), mb * 2 + 64, 512);
-    sh("mkfs.ext4", &["-q", &l.0]);
-    let mnt = d.join("mnt");
-    let f = mnt.join("data");
-    {
-        let _m = Mount::new(&[&l.0], &mnt);
-        let out = iopath(&["run", "--file", f.to_str().unwrap(), "--size", &format!("{mb}m"), "--ios", "1"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let m = Mount::new(&[&l.0], &mnt);
-    (l, m, f.to_str().unwrap().to_owned())
-}
-
 #[test]
 fn buffered_reads_against_the_devices_own_counters() {
     require_root();

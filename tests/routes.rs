@@ -363,5 +363,6 @@ fn doctor_lists_every_route_and_what_it_cannot_follow() {
     let stack_loaded = kallsyms.lines().any(|l| l.ends_with(" clone_endio") || l.contains(" raid1_end_read_request"));
     assert_eq!(followed("stacked devices"), stack_loaded, "{}", d["routes"]);
     assert_eq!(followed("buffered sync read/write"), true, "{}", d["routes"]);
-    assert_eq!(followed("writeback, fsync"), false);
+    assert_eq!(followed("fsync, fdatasync"), true, "{}", d["routes"]);
+    assert_eq!(followed("writeback by the flushers"), false);
 }

@@ -72,6 +72,10 @@ pub trait Engine {
     /// Appends completions that are already visible, without a syscall (io_uring's CQ ring).
     /// Engines that cannot look without a syscall see nothing.
     fn peek(&mut self, _out: &mut Vec<Completion>) {}
+    /// fsync / fdatasync of the engine's file (psync only: Job::validate refuses the others).
+    fn sync(&mut self, _data_only: bool) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
     fn buffers(&mut self) -> &mut Buffers;
 }
 
@@ -131,6 +135,8 @@ pub struct Stats {
     pub clat: Hist,
     /// SQPOLL under trace: completion posted (probes) -> taken from the CQ ring (generator).
     pub reap_wait: Hist,
+    /// --fsync / --fdatasync: each sync call, timed apart from the writes.
+    pub sync_lat: Hist,
     pub reads: u64,
     pub writes: u64,
     pub bytes_read: u64,
@@ -147,6 +153,7 @@ impl Stats {
         self.slat.merge(&o.slat);
         self.clat.merge(&o.clat);
         self.reap_wait.merge(&o.reap_wait);
+        self.sync_lat.merge(&o.sync_lat);
         self.reads += o.reads;
         self.writes += o.writes;
         self.bytes_read += o.bytes_read;
@@ -404,6 +411,9 @@ struct Plan {
     ios: u64,
     batch_submit: u32,
     batch_complete: u32,
+    /// A sync call after every `sync_every` writes (0: never); fdatasync when `datasync`.
+    sync_every: u32,
+    datasync: bool,
 }
 
 impl Plan {
@@ -429,6 +439,8 @@ impl Plan {
             ios,
             batch_submit: if job.batch_submit == 0 { job.qd } else { job.batch_submit.min(job.qd) },
             batch_complete: job.batch_complete.max(1),
+            sync_every: job.fsync.max(job.fdatasync),
+            datasync: job.fdatasync > 0,
         }
     }
 
@@ -469,6 +481,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
     let mut batch_slots: Vec<u32> = Vec::with_capacity(qd);
     let mut issued = 0u64;
     let mut inflight = 0u32;
+    let mut synced_at = 0u64;
     let usage_before = Usage::this_thread();
     // The run's one start line, not this thread's wake-up: 1000 psync workers on 2 CPUs took
     // 2 s to all wake, and per-thread deadlines made --runtime 1s run 3.1 s.
@@ -531,6 +544,15 @@ fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
         e.reap(min, &mut done).map_err(|err| anyhow!("waiting for completions failed: {err}"))?;
         now = now_ns();
         inflight -= complete(&mut e, &mut p, &mut st, &mut done, &mut free, now, &what, &t_start, &t_submit)?;
+        // fio's fsync=N: after every N writes, outside any write's latency, timed on its own.
+        if p.sync_every > 0 && st.writes >= synced_at + u64::from(p.sync_every) {
+            synced_at = st.writes;
+            e.sync(p.datasync)
+                .map_err(|err| anyhow!("{} failed: {err}", if p.datasync { "fdatasync" } else { "fsync" }))?;
+            let t = now_ns();
+            st.sync_lat.record(t - now);
+            now = t;
+        }
     }
     let u = Usage::this_thread().since(usage_before);
     st.ctx_voluntary = u.nvcsw;

@@ -67,6 +67,27 @@ impl Engine for Psync {
         Ok(())
     }
 
+    fn sync(&mut self, data_only: bool) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        loop {
+            // SAFETY: fd is this engine's open file.
+            let r = unsafe {
+                if data_only {
+                    libc::fdatasync(fd)
+                } else {
+                    libc::fsync(fd)
+                }
+            };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
     fn buffers(&mut self) -> &mut Buffers {
         &mut self.bufs
     }

@@ -46,7 +46,7 @@ pub fn prepare(job: &Job) -> Result<Prepared> {
 
 /// Opens the target for one worker thread.
 pub fn open(job: &Job, t: &Prepared) -> Result<File> {
-    let flags = if job.direct { libc::O_DIRECT } else { 0 };
+    let flags = if job.direct { libc::O_DIRECT } else { 0 } | if job.sync { libc::O_SYNC } else { 0 };
     // A benchmark's reads should not write atime: on a block device every direct read ends in
     // file_accessed() (touch_atime and current_time show in a perf profile of the RAM loop device).
     // fio opens devices O_NOATIME too. It needs the file's owner or CAP_FOWNER; without, open as is.

@@ -126,6 +126,24 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         required: false,
     },
     TracepointSpec {
+        group: "jbd2",
+        names: &["jbd2_start_commit"],
+        used_for: "sync calls: time blocked while ext4's journal committed",
+        required: false,
+    },
+    TracepointSpec {
+        group: "jbd2",
+        names: &["jbd2_end_commit"],
+        used_for: "sync calls: time blocked while ext4's journal committed",
+        required: false,
+    },
+    TracepointSpec {
+        group: "writeback",
+        names: &["balance_dirty_pages"],
+        used_for: "buffered writes: dirty-throttling pauses",
+        required: false,
+    },
+    TracepointSpec {
         group: "block",
         names: &["block_rq_insert"],
         used_for: "scheduler insert (not with scheduler none)",
@@ -321,13 +339,21 @@ pub const ROUTES: &[RouteSpec] = &[
         without_symbols: None,
     },
     RouteSpec {
-        name: "writeback, fsync, io_uring buffered I/O",
+        name: "fsync, fdatasync, O_SYNC/O_DSYNC writes",
+        tracepoints: &[SYSCALLS, ("sched", &["sched_wakeup"])],
+        symbols: &[],
+        note: "blocked time split by what its disk did meanwhile: its own data writeback, the journal commit (jbd2; of which the commit's flush), a cache flush / FUA; dirty throttling in writes",
+        unsupported: None,
+        without_symbols: None,
+    },
+    RouteSpec {
+        name: "writeback by the flushers, io_uring buffered I/O",
         tracepoints: &[],
         symbols: &[],
         note: "",
         unsupported: Some(
-            "the flushers' writeback is not attributed to the writes that dirtied the pages, fsync is not split \
-             into writeback, journal and flush, and io_uring's buffered reads count as 'no block I/O' yet",
+            "the flushers' writeback is not attributed to the writes that dirtied the pages, and io_uring's \
+             buffered reads count as 'no block I/O' yet",
         ),
         without_symbols: None,
     },

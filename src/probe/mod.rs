@@ -100,7 +100,20 @@ mod mirrors {
         phase::PH_PC_WRITE => PcWrite,
         phase::PH_PC_WRITE_CPU => PcWriteCpu,
         phase::PH_PC_WRITE_WAIT => PcWriteWait,
-        phase::PH_PC_WRITE_RUNQ => PcWriteRunq
+        phase::PH_PC_WRITE_RUNQ => PcWriteRunq,
+        phase::PH_PC_WRITE_DATA => PcWriteData,
+        phase::PH_PC_WRITE_JOURNAL => PcWriteJournal,
+        phase::PH_PC_WRITE_FLUSH => PcWriteFlush,
+        phase::PH_PC_WRITE_THROTTLED => PcWriteThrottled,
+        phase::PH_SYNC => Sync,
+        phase::PH_SYNC_CPU => SyncCpu,
+        phase::PH_SYNC_WAIT => SyncWait,
+        phase::PH_SYNC_RUNQ => SyncRunq,
+        phase::PH_SYNC_DATA => SyncData,
+        phase::PH_SYNC_JOURNAL => SyncJournal,
+        phase::PH_SYNC_FLUSH => SyncFlush,
+        phase::PH_SYNC_THROTTLED => SyncThrottled,
+        phase::PH_SYNC_JOURNAL_FLUSH => SyncJournalFlush
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -142,7 +155,19 @@ mod mirrors {
         counter::C_PC_RA_ASYNC => PcRaAsync,
         counter::C_PC_BYTES_READ => PcBytesRead,
         counter::C_PC_BYTES_WRITTEN => PcBytesWritten,
-        counter::C_PC_SPLITS => PcSplits
+        counter::C_PC_SPLITS => PcSplits,
+        counter::C_FSYNCS => Fsyncs,
+        counter::C_FDATASYNCS => Fdatasyncs,
+        counter::C_SYNC_WRITES => SyncWrites,
+        counter::C_SYNC_BIOS => SyncBios,
+        counter::C_SYNC_BIO_BYTES => SyncBioBytes,
+        counter::C_SYNC_OWN_FLUSHES => SyncOwnFlushes,
+        counter::C_SYNC_JOURNAL_WAITS => SyncJournalWaits,
+        counter::C_JBD2_COMMITS => Jbd2Commits,
+        counter::C_JBD2_COMMIT_NS => Jbd2CommitNs,
+        counter::C_FLUSH_RQS => FlushRqs,
+        counter::C_FUA_RQS => FuaRqs,
+        counter::C_DIRTY_PAUSES => DirtyPauses
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

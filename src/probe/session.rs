@@ -145,6 +145,10 @@ struct PhasesPlan {
     readahead: bool,
     /// block_split (bios of buffered calls split to fit the device).
     splits: bool,
+    /// jbd2:jbd2_start_commit/end_commit (ext4's journal, for what sync calls wait on).
+    jbd2: bool,
+    /// writeback:balance_dirty_pages (dirty throttling inside writes).
+    dirty_throttle: bool,
 }
 
 fn configure_phases(
@@ -207,6 +211,9 @@ fn configure_phases(
     p.bio_split.set_autoload(btf && plan.splits);
     p.ra_sync.set_autoload(btf && plan.readahead);
     p.ra_async.set_autoload(btf && plan.readahead);
+    p.jbd2_start_commit.set_autoload(btf && plan.jbd2);
+    p.jbd2_end_commit.set_autoload(btf && plan.jbd2);
+    p.dirty_pause.set_autoload(btf && plan.dirty_throttle);
     p.sys_enter.set_autoload(btf && plan.sys_enter);
     p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
     p.sys_exit.set_autoload(btf && plan.sys_exit);
@@ -260,6 +267,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         queue_rq: doorbell_via(nvme, opts.doorbell),
         merges: has("block", "block_bio_backmerge") && has("block", "block_bio_frontmerge"),
         readahead: has("readahead", "page_cache_sync_ra") && has("readahead", "page_cache_async_ra"),
+        jbd2: has("jbd2", "jbd2_start_commit") && has("jbd2", "jbd2_end_commit"),
+        dirty_throttle: has("writeback", "balance_dirty_pages"),
         splits: has("block", "block_split"),
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
@@ -446,6 +455,24 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             name: "readahead:page_cache_async_ra",
             required: false,
             prog: (btf && plan.readahead).then_some(&pp.ra_async),
+            tracepoint: None,
+        },
+        Hook {
+            name: "jbd2:jbd2_start_commit",
+            required: false,
+            prog: (btf && plan.jbd2).then_some(&pp.jbd2_start_commit),
+            tracepoint: None,
+        },
+        Hook {
+            name: "jbd2:jbd2_end_commit",
+            required: false,
+            prog: (btf && plan.jbd2).then_some(&pp.jbd2_end_commit),
+            tracepoint: None,
+        },
+        Hook {
+            name: "writeback:balance_dirty_pages",
+            required: false,
+            prog: (btf && plan.dirty_throttle).then_some(&pp.dirty_pause),
             tracepoint: None,
         },
         Hook {

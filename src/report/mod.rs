@@ -42,6 +42,9 @@ pub struct Report {
     pub bw_bytes: f64,
     /// Queue (prepared) to reaped: what the application waited.
     pub lat_ns: LatSummary,
+    /// --fsync / --fdatasync: the generator's own timing of each sync call (not in `lat_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_lat_ns: Option<LatSummary>,
     /// I/Os in flight on average, by Little's law (IOPS x mean latency): what the queue depth
     /// really was. Below the requested depth when the submitting thread, not the device, limits.
     pub inflight_avg: f64,
@@ -178,6 +181,7 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
             lat_ns: o.stats.lat.summary(),
+            sync_lat_ns: (o.stats.sync_lat.count() > 0).then(|| o.stats.sync_lat.summary()),
             reap_wait_ns: (o.stats.reap_wait.count() > 0).then(|| o.stats.reap_wait.summary()),
             inflight_avg: ios as f64 / secs * o.stats.lat.mean() / 1e9,
             slat_ns: (job.engine != EngineKind::Psync).then(|| o.stats.slat.summary()),
@@ -268,6 +272,7 @@ impl Report {
                 + raw.counter(Counter::PcBytesWritten)) as f64
                 / secs,
             lat_ns: total.summary(),
+            sync_lat_ns: None,
             reap_wait_ns: None,
             inflight_avg: ios as f64 / secs * total.mean() / 1e9,
             slat_ns: None,
@@ -347,6 +352,9 @@ impl Report {
         let wait = self.reap_wait_ns.as_ref().map(crate::aggregate::PhaseStats::from);
         let mut t = crate::aggregate::with_reap_from_ring(t, wait);
         t.reconciliation = Some(crate::aggregate::reconcile(&t, self.lat_ns.mean));
+        if let (Some(sc), Some(app)) = (t.sync_calls.as_mut(), &self.sync_lat_ns) {
+            sc.app_mean_ns = Some(app.mean);
+        }
         if self.job.is_some() {
             // The generator's own view, kept to cross-check the probes.
             self.ctx_switches_getrusage = Some(self.ctx_switches.clone());

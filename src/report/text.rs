@@ -116,6 +116,11 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         None => writeln!(w, "    {:<10}{:>9}", "clat", "n/a (another process: lat is syscall entry to reap)")?,
     }
     row(w, "lat", &r.lat_ns)?;
+    if let Some(s) = &r.sync_lat_ns {
+        let name = if r.job.as_ref().is_some_and(|j| j.fdatasync > 0) { "fdatasync" } else { "fsync" };
+        row(w, name, s)?;
+        writeln!(w, "      ({} calls, timed apart: not in the writes' latency)", s.count)?;
+    }
     writeln!(
         w,
         "  CPU     usr {:.1}%  sys {:.1}%  ({} us of CPU per I/O)",
@@ -348,6 +353,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if let Some(pc) = &t.page_cache {
         render_page_cache_counts(pc, w)?;
     }
+    if let Some(sc) = &t.sync_calls {
+        let known = t.page_cache.as_ref().map_or_else(
+            || t.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
+            |pc| pc.split_known,
+        );
+        render_sync_calls(sc, known, w)?;
+    }
     let vectors = if r.irq_vectors.is_empty() {
         "no device vectors: software device".to_owned()
     } else {
@@ -497,6 +509,15 @@ fn uring_flags(r: &Report) -> String {
     if j.batch_submit != 1 || j.batch_complete > 1 {
         f.push_str(&format!(" batch {}/{}", j.batch_submit, j.batch_complete));
     }
+    if j.fsync > 0 {
+        f.push_str(&format!(" fsync/{}", j.fsync));
+    }
+    if j.fdatasync > 0 {
+        f.push_str(&format!(" fdatasync/{}", j.fdatasync));
+    }
+    if j.sync {
+        f.push_str(" O_SYNC");
+    }
     f
 }
 
@@ -510,9 +531,7 @@ fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, 
         let Some(s) = split else { continue };
         row(w, name, &s.total, false)?;
         if pc.split_known {
-            row(w, "  on CPU", &s.on_cpu, false)?;
-            row(w, "  waited", &s.waited, false)?;
-            row(w, "  run queue", &s.runq, false)?;
+            render_split_rows(s, None, w, row)?;
         } else {
             writeln!(w, "    {:<16}unknown: sched_switch is not attached via BTF here", "  split")?;
         }
@@ -521,8 +540,113 @@ fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, 
         w,
         "      (the page cache: a call's time on CPU is lookup, copy and starting readahead; waited is blocked"
     )?;
-    writeln!(w, "       until woken: a folio still being read, dirty throttling, a lock)")?;
+    writeln!(w, "       until woken: a folio still being read, a lock, someone else's I/O)")?;
     Ok(())
+}
+
+/// A buffered family's sub-rows: on CPU, what it was blocked on, run queue. Rows of the wait
+/// split that never happened (mean and max 0) are left out; `jflush`: the journal's own flush.
+fn render_split_rows(
+    s: &crate::aggregate::CacheSplit,
+    jflush: Option<&PhaseStats>,
+    w: &mut impl Write,
+    row: &RowFn,
+) -> io::Result<()> {
+    let seen = |p: &PhaseStats| p.max_ns > 0;
+    row(w, "  on CPU", &s.on_cpu, false)?;
+    if let Some(x) = &s.waits {
+        for (name, p) in [
+            ("  its writeback", &x.data),
+            ("  journal", &x.journal),
+            ("  cache flush", &x.flush),
+            ("  throttled", &x.throttled),
+        ] {
+            if seen(p) {
+                row(w, name, p, false)?;
+            }
+            if name == "  journal" && seen(p) {
+                if let Some(j) = jflush.filter(|j| seen(j)) {
+                    row(w, "    its flush", j, false)?;
+                }
+            }
+        }
+        row(w, "  other waits", &s.waited, false)?;
+    } else {
+        row(w, "  waited", &s.waited, false)?;
+    }
+    row(w, "  run queue", &s.runq, false)
+}
+
+/// fsync / fdatasync: their own table (they are not I/Os), split like writes, and what they
+/// set off on their disks.
+fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mut impl Write) -> io::Result<()> {
+    let total = sc.split.total.mean_ns.max(1) as f64;
+    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, _share: bool| {
+        writeln!(
+            w,
+            "    {name:<16}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9} {:>6.1}%",
+            us(s.mean_ns),
+            us(s.p50_ns),
+            us(s.p90_ns),
+            us(s.p99_ns),
+            us(s.p999_ns),
+            us(s.max_ns),
+            s.mean_ns as f64 / total * 100.0
+        )
+    };
+    writeln!(
+        w,
+        "\n  sync calls (us)      mean      p50      p90      p99    p99.9      max   share   (fsync {}, fdatasync {})",
+        sc.fsync, sc.fdatasync
+    )?;
+    row(w, "fsync/fdatasync", &sc.split.total, false)?;
+    if split_known {
+        render_split_rows(&sc.split, Some(&sc.journal_flush), w, &row)?;
+        writeln!(
+            w,
+            "      (blocked time told apart by what the file's disk did meanwhile: the data bios the call queued,"
+        )?;
+        writeln!(w, "       a journal commit of its file system, a cache flush or FUA write outside one)")?;
+    } else {
+        writeln!(w, "    {:<16}unknown: sched_switch is not attached via BTF here", "  split")?;
+    }
+    let sum = sc.split.sum_of_means_ns();
+    match sc.app_mean_ns {
+        Some(app) => writeln!(
+            w,
+            "    {:<16}{:>9}   = {:.1}% of the generator's own mean sync latency ({} us)",
+            "sum of means",
+            us(sum),
+            sum as f64 / app.max(1) as f64 * 100.0,
+            us(app)
+        )?,
+        None => writeln!(
+            w,
+            "    {:<16}{:>9}   = {:.1}% of the traced calls' mean latency ({} us)",
+            "sum of means",
+            us(sum),
+            sum as f64 / total * 100.0,
+            us(sc.split.total.mean_ns)
+        )?,
+    }
+    let commits = match (sc.commits, sc.commit_mean_ns) {
+        (Some(n), Some(m)) => format!("{n} journal commits on their disks (mean {} us)", us(m)),
+        (Some(n), None) => format!("{n} journal commits on their disks"),
+        (None, _) => "journal commits unknown (no jbd2 tracepoints)".to_owned(),
+    };
+    writeln!(
+        w,
+        "  sync  {} waited through a journal commit; {} data bios ({:.1} MiB) they queued, {} cache flushes they issued",
+        sc.journal_waits,
+        sc.data_bios,
+        sc.data_bytes as f64 / (1 << 20) as f64,
+        sc.own_flushes
+    )?;
+    writeln!(
+        w,
+        "        {commits}; {} flush requests, {} FUA writes there (anyone's)",
+        sc.flush_requests, sc.fua_writes
+    )
 }
 
 /// What the buffered calls did to the cache and the device.
@@ -544,16 +668,26 @@ fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write
             known(pc.readahead_async)
         )?;
     }
+    if let Some(wr) = &pc.writes {
+        let pauses = pc.dirty_pauses.map_or("unknown (no tracepoint)".to_owned(), |n| n.to_string());
+        writeln!(
+            w,
+            "  page cache  writes {}: {} with O_SYNC/O_DSYNC, {} dirty-throttling pauses",
+            wr.total.count, pc.sync_writes, pauses
+        )?;
+    }
     let per = match (pc.requests, pc.reads_per_request) {
         (Some(q), Some(rpr)) => format!("{q} requests ({} merged): {rpr:.1} reads per request", pc.merges.unwrap_or(0)),
         (Some(q), None) => format!("{q} requests"),
         _ => "requests unknown (no merge tracepoints)".to_owned(),
     };
-    writeln!(
-        w,
-        "              device I/O they started: {} bios, {:.1} MiB; {per}",
-        pc.bios,
-        pc.bio_bytes as f64 / (1 << 20) as f64
-    )?;
+    if pc.reads.is_some() || pc.bios > 0 {
+        writeln!(
+            w,
+            "              device I/O they started: {} bios, {:.1} MiB; {per}",
+            pc.bios,
+            pc.bio_bytes as f64 / (1 << 20) as f64
+        )?;
+    }
     Ok(())
 }

@@ -120,3 +120,43 @@ pub fn fails(args: &[&str]) -> String {
     assert!(!err.contains("panicked"), "iopath {args:?} panicked: {err}");
     err
 }
+
+/// reads completed, sectors read, writes completed, sectors written (/sys/block/X/stat).
+pub fn disk_stat(dev: &str) -> [u64; 4] {
+    let name = dev.trim_start_matches("/dev/");
+    let s = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+    let f: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    [f[0], f[2], f[4], f[6]]
+}
+
+pub fn delta(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    [b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]]
+}
+
+/// The parts add up to the call: the split is a partition of each call's time (on CPU, waited,
+/// run queue, and for writes and sync calls what they waited on).
+pub fn split_adds_up(s: &serde_json::Value, what: &str) {
+    let m = |k: &str| s[k]["mean_ns"].as_f64().unwrap();
+    let w = &s["waits"];
+    let waits: f64 =
+        ["data", "journal", "flush", "throttled"].iter().map(|k| w[k]["mean_ns"].as_f64().unwrap_or(0.0)).sum();
+    let parts = m("on_cpu") + m("waited") + m("runq") + waits;
+    assert!((parts - m("total")).abs() <= m("total") * 0.01 + 3.0, "{what}: parts {parts} vs total {}", m("total"));
+}
+
+/// A fresh ext4 on a loop device with one file of `mb` MiB, mounted again so nothing of it is
+/// cached (unmounting drops its pages).
+pub fn cold_fs(name: &str, mb: u64) -> (LoopDev, Mount, String) {
+    let d = scratch(name);
+    let l = LoopDev::new(&d.join("fs.img"), mb * 2 + 64, 512);
+    sh("mkfs.ext4", &["-q", &l.0]);
+    let mnt = d.join("mnt");
+    let f = mnt.join("data");
+    {
+        let _m = Mount::new(&[&l.0], &mnt);
+        let out = iopath(&["run", "--file", f.to_str().unwrap(), "--size", &format!("{mb}m"), "--ios", "1"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let m = Mount::new(&[&l.0], &mnt);
+    (l, m, f.to_str().unwrap().to_owned())
+}
