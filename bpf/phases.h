@@ -98,7 +98,17 @@ enum phase {
 	PH_SYNC_THROTTLED = 37,
 	/* Inside PH_SYNC_JOURNAL: the commit's own cache flush / FUA write on the disk. */
 	PH_SYNC_JOURNAL_FLUSH = 38,
-	NR_PHASES = 39,
+	/* copy_file_range and sendfile between files (cp copies this way): syscall entry ->
+	 * return, split as writes are (the bios it queued are the source's reads). */
+	PH_PC_COPY = 39,
+	PH_PC_COPY_CPU = 40,
+	PH_PC_COPY_WAIT = 41,
+	PH_PC_COPY_RUNQ = 42,
+	PH_PC_COPY_DATA = 43,
+	PH_PC_COPY_JOURNAL = 44,
+	PH_PC_COPY_FLUSH = 45,
+	PH_PC_COPY_THROTTLED = 46,
+	NR_PHASES = 47,
 };
 
 /* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
@@ -169,6 +179,8 @@ enum counter {
 	C_FLUSH_RQS,	      /* cache-flush requests completed on those disks */
 	C_FUA_RQS,	      /* FUA writes completed there */
 	C_DIRTY_PAUSES,	      /* balance_dirty_pages pauses inside traced writes */
+	C_DIR_SYNCS,	      /* of those fsync/fdatasync calls, on a directory */
+	C_PC_BYTES_COPIED,    /* bytes copy_file_range / sendfile calls returned */
 	NR_COUNTERS,
 };
 

@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 # Build: compiler, libbpf's link deps, clang for BPF. Tests: e2fsprogs/util-linux (mkfs, losetup,
 # chattr, setpriv), fio (the --pid tests and benchmarks), perf (flamegraph interop). Flamegraphs:
 # libc6-dbg, so libc's internal frames (start_thread) have names. HTML report test: chromium.
-# Route tests: strace (the independent syscall count). Benchmarks: bpftrace, python3.
+# Route tests: strace (the independent syscall count). Benchmarks: bpftrace, python3. Real
+# applications traced by the tests: sqlite3, postgresql-15 (initdb, postgres, pgbench); bpftrace
+# is their reference on the same run.
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
-      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium python3 curl ca-certificates)
+      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium python3 curl ca-certificates
+      sqlite3 postgresql-15)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

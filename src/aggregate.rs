@@ -257,6 +257,9 @@ impl CacheSplit {
 pub struct SyncCalls {
     pub fsync: u64,
     pub fdatasync: u64,
+    /// Of those, the calls on a directory (made after a create, rename or unlink).
+    #[serde(default)]
+    pub directories: u64,
     /// Entry -> return, split like a write (`waits` always set).
     pub split: CacheSplit,
     /// Inside `waits.journal`: the commit's own cache flush / FUA write in flight.
@@ -288,6 +291,10 @@ pub struct PageCache {
     pub reads: Option<CacheSplit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writes: Option<CacheSplit>,
+    /// copy_file_range and sendfile with a file at one end: the kernel copies through the
+    /// cache itself (cp does), split like writes; their bios are mostly the source's reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<CacheSplit>,
     /// Reads that never blocked: served from the cache (hits) over all buffered reads.
     pub read_hit_ratio: f64,
     /// Reads that blocked inside the call (waiting for the device, mostly).
@@ -345,6 +352,7 @@ fn sync_calls(raw: &RawTrace) -> Option<SyncCalls> {
     Some(SyncCalls {
         fsync: raw.counter(Counter::Fsyncs),
         fdatasync: raw.counter(Counter::Fdatasyncs),
+        directories: raw.counter(Counter::DirSyncs),
         journal_flush: stats(&raw.phase(SyncJournalFlush)),
         split,
         data_bios: raw.counter(Counter::SyncBios),
@@ -368,7 +376,13 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
         Some([PcWriteData, PcWriteJournal, PcWriteFlush, PcWriteThrottled]),
         raw.counter(Counter::PcBytesWritten),
     );
-    if reads.is_none() && writes.is_none() {
+    let copies = cache_split(
+        raw,
+        [PcCopy, PcCopyCpu, PcCopyWait, PcCopyRunq],
+        Some([PcCopyData, PcCopyJournal, PcCopyFlush, PcCopyThrottled]),
+        raw.counter(Counter::PcBytesCopied),
+    );
+    if reads.is_none() && writes.is_none() && copies.is_none() {
         return None;
     }
     let attached = |n: &str| raw.probes.iter().any(|p| p.attached && p.name == n);
@@ -389,8 +403,11 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
         merges,
         splits,
         requests,
-        requests_per_read: requests.filter(|_| nreads > 0).map(|q| q as f64 / nreads as f64),
-        reads_per_request: requests.filter(|&q| q > 0 && nreads > 0).map(|q| nreads as f64 / q as f64),
+        // Per read only when reads alone queued them: a copy's bios are reads too.
+        requests_per_read: requests.filter(|_| nreads > 0 && copies.is_none()).map(|q| q as f64 / nreads as f64),
+        reads_per_request: requests
+            .filter(|&q| q > 0 && nreads > 0 && copies.is_none())
+            .map(|q| nreads as f64 / q as f64),
         readahead_sync: ra.then(|| raw.counter(Counter::PcRaSync)),
         readahead_async: ra.then(|| raw.counter(Counter::PcRaAsync)),
         split_known: raw.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
@@ -398,6 +415,7 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
         dirty_pauses: attached("writeback:balance_dirty_pages").then(|| raw.counter(Counter::DirtyPauses)),
         reads,
         writes,
+        copies,
     })
 }
 
@@ -493,7 +511,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     let direct = raw.phase(Phase::Total).count;
     let page_cache = page_cache(raw);
     let (pc_n, pc_weighted) = page_cache.as_ref().map_or((0, 0u128), |pc| {
-        [&pc.reads, &pc.writes]
+        [&pc.reads, &pc.writes, &pc.copies]
             .iter()
             .filter_map(|s| s.as_ref())
             .fold((0, 0u128), |(n, w), s| (n + s.total.count, w + s.sum_of_means_ns() as u128 * s.total.count as u128))

@@ -8,8 +8,8 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 39;
-pub const NR_COUNTERS: usize = 52;
+pub const NR_PHASES: usize = 47;
+pub const NR_COUNTERS: usize = 54;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 10;
 pub const NR_SYSCALL_SLOTS: usize = 512;
@@ -56,6 +56,14 @@ pub enum Phase {
     SyncFlush = 36,
     SyncThrottled = 37,
     SyncJournalFlush = 38,
+    PcCopy = 39,
+    PcCopyCpu = 40,
+    PcCopyWait = 41,
+    PcCopyRunq = 42,
+    PcCopyData = 43,
+    PcCopyJournal = 44,
+    PcCopyFlush = 45,
+    PcCopyThrottled = 46,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -169,6 +177,8 @@ pub enum Counter {
     FlushRqs,
     FuaRqs,
     DirtyPauses,
+    DirSyncs,
+    PcBytesCopied,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

@@ -85,3 +85,37 @@ fn dd_through_the_page_cache() {
     assert!(bio_bytes >= 30.0 * 1048576.0 && bio_bytes <= dev[1] as f64 * 512.0, "{bio_bytes} vs {dev:?}");
     assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
 }
+
+/// cp copies with copy_file_range (coreutils 9): no read or write at all, the kernel moves the
+/// data through the cache. Each call is followed, timed like bpftrace times it on the same run,
+/// its bytes are the file's, and the device reads are the cold source's.
+#[test]
+fn cp_copies_inside_the_kernel() {
+    require_root();
+    let (l, _m, f) = cold_fs("cp", 32);
+    let copy = format!("{f}.copy");
+    let bt = syscall_timer("copy_file_range", "cp");
+    let before = disk_stat(&l.0);
+    let out = iopath(&["trace", "--json", "-", "--", "cp", &f, &copy]);
+    let dev = delta(before, disk_stat(&l.0));
+    let reference = bt.stop();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = reference.get("n").copied().unwrap_or(0.0);
+    assert!(n > 0.0, "this cp does not use copy_file_range: {reference:?}");
+    let pc = &r["page_cache"];
+    let c = &pc["copies"];
+    assert_eq!(c["total"]["count"].as_f64(), Some(n), "{pc}");
+    let (ours, theirs) = (c["total"]["mean_ns"].as_f64().unwrap(), reference["t"] / n);
+    assert!((ours - theirs).abs() <= theirs * 0.05 + 3000.0, "copy mean {ours} ns, bpftrace {theirs} ns");
+    split_adds_up(c, "cp's copies");
+    assert_eq!(c["bytes"].as_u64(), Some(32 << 20), "{c}");
+    // The source was cold: its 32 MiB came from the device, read by the copies.
+    assert!(dev[1] * 512 >= 32 << 20, "{dev:?}");
+    let bio_bytes = pc["bio_bytes"].as_u64().unwrap();
+    // Within 1%: a file-system metadata read (4 KiB over the device's count in one run here) is
+    // queued inside a copy too.
+    let read = (dev[1] * 512) as f64;
+    assert!(bio_bytes >= 32 << 20 && (bio_bytes as f64) <= read * 1.01, "{bio_bytes} bytes queued, device {dev:?}");
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
+}

@@ -334,7 +334,7 @@ pub const ROUTES: &[RouteSpec] = &[
         tracepoints: &[SYSCALLS, ("sched", &["sched_switch"])],
         symbols: &[],
         note: "each call split into on CPU, waited and run queue; its readahead counted (readahead \
-               tracepoints: 6.10+), hit ratio, requests per read",
+               tracepoints: 6.10+), hit ratio, requests per read; copy_file_range and sendfile (cp) too",
         unsupported: None,
         without_symbols: None,
     },

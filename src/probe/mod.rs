@@ -113,7 +113,15 @@ mod mirrors {
         phase::PH_SYNC_JOURNAL => SyncJournal,
         phase::PH_SYNC_FLUSH => SyncFlush,
         phase::PH_SYNC_THROTTLED => SyncThrottled,
-        phase::PH_SYNC_JOURNAL_FLUSH => SyncJournalFlush
+        phase::PH_SYNC_JOURNAL_FLUSH => SyncJournalFlush,
+        phase::PH_PC_COPY => PcCopy,
+        phase::PH_PC_COPY_CPU => PcCopyCpu,
+        phase::PH_PC_COPY_WAIT => PcCopyWait,
+        phase::PH_PC_COPY_RUNQ => PcCopyRunq,
+        phase::PH_PC_COPY_DATA => PcCopyData,
+        phase::PH_PC_COPY_JOURNAL => PcCopyJournal,
+        phase::PH_PC_COPY_FLUSH => PcCopyFlush,
+        phase::PH_PC_COPY_THROTTLED => PcCopyThrottled
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -167,7 +175,9 @@ mod mirrors {
         counter::C_JBD2_COMMIT_NS => Jbd2CommitNs,
         counter::C_FLUSH_RQS => FlushRqs,
         counter::C_FUA_RQS => FuaRqs,
-        counter::C_DIRTY_PAUSES => DirtyPauses
+        counter::C_DIRTY_PAUSES => DirtyPauses,
+        counter::C_DIR_SYNCS => DirSyncs,
+        counter::C_PC_BYTES_COPIED => PcBytesCopied
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

@@ -247,6 +247,8 @@ impl Report {
         let (pc_reads, pc_writes) = (raw.phase(Phase::PcRead), raw.phase(Phase::PcWrite));
         total.merge(&pc_reads);
         total.merge(&pc_writes);
+        // copy_file_range / sendfile: I/Os of the process, neither a read nor a write alone.
+        total.merge(&raw.phase(Phase::PcCopy));
         let ios = total.count;
         let secs = elapsed_ns.max(1) as f64 / 1e9;
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
@@ -269,7 +271,8 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: (raw.counter(Counter::Bytes)
                 + raw.counter(Counter::PcBytesRead)
-                + raw.counter(Counter::PcBytesWritten)) as f64
+                + raw.counter(Counter::PcBytesWritten)
+                + raw.counter(Counter::PcBytesCopied)) as f64
                 / secs,
             lat_ns: total.summary(),
             sync_lat_ns: None,

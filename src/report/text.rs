@@ -73,14 +73,16 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     }
     // Reports recorded before traced commands counted their mix have no split: say nothing.
     let buffered = r.trace.as_ref().and_then(|t| t.page_cache.as_ref()).map_or(0, |pc| {
-        pc.reads.as_ref().map_or(0, |s| s.total.count) + pc.writes.as_ref().map_or(0, |s| s.total.count)
+        [&pc.reads, &pc.writes, &pc.copies].iter().filter_map(|s| s.as_ref()).map(|s| s.total.count).sum::<u64>()
     });
+    let copies = r.trace.as_ref().and_then(|t| t.page_cache.as_ref()?.copies.as_ref()).map_or(0, |s| s.total.count);
+    let copies = if copies > 0 { format!(", copy {copies}") } else { String::new() };
     let split = match (r.reads + r.writes > 0 || r.ios == 0, buffered) {
         // A traced command's calls: direct I/O and the page cache's, both counted.
         (true, b) if b > 0 && b < r.ios => {
-            format!(" (read {}, write {}; {} of them buffered)", r.reads, r.writes, b)
+            format!(" (read {}, write {}{copies}; {} of them buffered)", r.reads, r.writes, b)
         }
-        (true, _) => format!(" (read {}, write {})", r.reads, r.writes),
+        (true, _) => format!(" (read {}, write {}{copies})", r.reads, r.writes),
         (false, _) => String::new(),
     };
     writeln!(
@@ -527,11 +529,13 @@ type RowFn<'a> = dyn Fn(&mut dyn Write, &str, &PhaseStats, bool) -> io::Result<(
 /// The page-cache route's rows in the phase table: buffered reads and writes, each split into
 /// on CPU, waited (blocked until woken) and run queue, which add up to the call.
 fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, row: &RowFn) -> io::Result<()> {
-    for (name, split) in [("buffered reads", &pc.reads), ("buffered writes", &pc.writes)] {
+    for (name, split) in [("buffered reads", &pc.reads), ("buffered writes", &pc.writes), ("copies", &pc.copies)] {
         let Some(s) = split else { continue };
         row(w, name, &s.total, false)?;
         if pc.split_known {
-            render_split_rows(s, None, w, row)?;
+            // A copy's own bios are mostly its source's reads; a write's are its writeback.
+            let own = if name == "copies" { "  its I/O" } else { "  its writeback" };
+            render_split_rows(s, None, own, w, row)?;
         } else {
             writeln!(w, "    {:<16}unknown: sched_switch is not attached via BTF here", "  split")?;
         }
@@ -549,18 +553,16 @@ fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, 
 fn render_split_rows(
     s: &crate::aggregate::CacheSplit,
     jflush: Option<&PhaseStats>,
+    own: &str,
     w: &mut impl Write,
     row: &RowFn,
 ) -> io::Result<()> {
     let seen = |p: &PhaseStats| p.max_ns > 0;
     row(w, "  on CPU", &s.on_cpu, false)?;
     if let Some(x) = &s.waits {
-        for (name, p) in [
-            ("  its writeback", &x.data),
-            ("  journal", &x.journal),
-            ("  cache flush", &x.flush),
-            ("  throttled", &x.throttled),
-        ] {
+        for (name, p) in
+            [(own, &x.data), ("  journal", &x.journal), ("  cache flush", &x.flush), ("  throttled", &x.throttled)]
+        {
             if seen(p) {
                 row(w, name, p, false)?;
             }
@@ -596,12 +598,14 @@ fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mu
     };
     writeln!(
         w,
-        "\n  sync calls (us)      mean      p50      p90      p99    p99.9      max   share   (fsync {}, fdatasync {})",
-        sc.fsync, sc.fdatasync
+        "\n  sync calls (us)      mean      p50      p90      p99    p99.9      max   share   (fsync {}, fdatasync {}{})",
+        sc.fsync,
+        sc.fdatasync,
+        if sc.directories > 0 { format!("; {} on directories", sc.directories) } else { String::new() }
     )?;
     row(w, "fsync/fdatasync", &sc.split.total, false)?;
     if split_known {
-        render_split_rows(&sc.split, Some(&sc.journal_flush), w, &row)?;
+        render_split_rows(&sc.split, Some(&sc.journal_flush), "  its writeback", w, &row)?;
         writeln!(
             w,
             "      (blocked time told apart by what the file's disk did meanwhile: the data bios the call queued,"
@@ -674,6 +678,14 @@ fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write
             w,
             "  page cache  writes {}: {} with O_SYNC/O_DSYNC, {} dirty-throttling pauses",
             wr.total.count, pc.sync_writes, pauses
+        )?;
+    }
+    if let Some(c) = &pc.copies {
+        writeln!(
+            w,
+            "  page cache  copies {} (copy_file_range, sendfile): {:.1} MiB moved by the kernel",
+            c.total.count,
+            c.bytes as f64 / (1 << 20) as f64
         )?;
     }
     let per = match (pc.requests, pc.reads_per_request) {

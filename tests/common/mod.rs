@@ -160,3 +160,57 @@ pub fn cold_fs(name: &str, mb: u64) -> (LoopDev, Mount, String) {
     let m = Mount::new(&[&l.0], &mnt);
     (l, m, f.to_str().unwrap().to_owned())
 }
+
+/// A bpftrace script running beside iopath, as an independent reference on the same run: started
+/// and attached before the workload, stopped with SIGINT after it; its `@name: value` maps read.
+pub struct BpfTrace(Option<std::process::Child>);
+
+impl BpfTrace {
+    pub fn start(script: &str) -> BpfTrace {
+        use std::io::BufRead;
+        let mut child = Command::new("bpftrace")
+            .args(["-e", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bpftrace is installed (scripts/setup.sh)");
+        // "Attaching N probes..." is its first line once the probes are on.
+        let mut first = String::new();
+        let out = child.stdout.as_mut().unwrap();
+        std::io::BufReader::new(out).read_line(&mut first).unwrap();
+        assert!(first.starts_with("Attaching"), "bpftrace did not attach: {first:?}");
+        BpfTrace(Some(child))
+    }
+
+    /// SIGINT, then its printed maps: `@n: 804` -> ("n", 804).
+    pub fn stop(mut self) -> std::collections::HashMap<String, f64> {
+        let child = self.0.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.strip_prefix('@')?.split_once(": ")?;
+                Some((k.to_owned(), v.trim().parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+impl Drop for BpfTrace {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// bpftrace's count and total time of one syscall made by processes named `comm`.
+pub fn syscall_timer(syscall: &str, comm: &str) -> BpfTrace {
+    BpfTrace::start(&format!(
+        "tracepoint:syscalls:sys_enter_{syscall} /comm == \"{comm}\"/ {{ @s[tid] = nsecs; }}
+         tracepoint:syscalls:sys_exit_{syscall} /@s[tid]/ {{ @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }}"
+    ))
+}
