@@ -637,7 +637,8 @@ static __always_inline enum fd_kind fd_kind(struct file *f)
 
 /* A buffered read, write or sync call starts: timed here and at the exit, split by the
  * scheduler hooks; no per-I/O slot (its bios, readahead, serve the cache, not this call). */
-static __always_inline void pc_start(struct task_ctx *t, enum pc_family family, struct file *f)
+static __always_inline void pc_start(struct task_ctx *t, enum pc_family family, struct file *f,
+				     bool btf)
 {
 	t->buffered = family;
 	t->pc_bios = 0;
@@ -656,10 +657,14 @@ static __always_inline void pc_start(struct task_ctx *t, enum pc_family family, 
 	t->throttled_ns = 0;
 	/* The disk under the file's file system (a block device file's own: its first bio). */
 	t->disk = family == PC_READ ? 0 : (__u64)BPF_CORE_READ(f, f_inode, i_sb, s_bdev, bd_disk);
-	busy_follow(t->disk);
+	/* disk_busy holds a spin lock: 6.1 refuses it in raw_tp programs ("tracing progs cannot
+	 * use bpf_spin_lock yet"), so only the tp_btf variants follow a disk. */
+	if (btf)
+		busy_follow(t->disk);
 }
 
-static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf, bool write)
+static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf, bool write,
+					 bool btf)
 {
 	struct file *f = fd_file(fd);
 
@@ -669,7 +674,7 @@ static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf
 			 MODE_SYNC | ((rwf & RWF_HIPRI) ? RF_HIPRI : 0));
 		return 0;
 	case FD_BUFFERED:
-		pc_start(t, write ? PC_WRITE : PC_READ, f);
+		pc_start(t, write ? PC_WRITE : PC_READ, f, btf);
 		t->sync_write = write && ((BPF_CORE_READ(f, f_flags) & O_DSYNC_FLAG) ||
 					  (rwf & (RWF_DSYNC | RWF_SYNC)));
 		return 0;
@@ -681,28 +686,28 @@ static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf
 /* copy_file_range / sendfile with a disk file at one end: the kernel reads and writes the page
  * cache itself (cp on Debian 12 copied 32 MiB in 2 such calls and no read or write). Its disk
  * is the destination's, the source's when that is a socket or a pipe (sendfile). */
-static __always_inline int on_copy_enter(struct task_ctx *t, __u64 in_fd, __u64 out_fd)
+static __always_inline int on_copy_enter(struct task_ctx *t, __u64 in_fd, __u64 out_fd, bool btf)
 {
 	struct file *in = fd_file(in_fd), *out = fd_file(out_fd);
 
 	if (fd_kind(out) != FD_OTHER)
-		pc_start(t, PC_COPY, out);
+		pc_start(t, PC_COPY, out, btf);
 	else if (fd_kind(in) != FD_OTHER)
-		pc_start(t, PC_COPY, in);
+		pc_start(t, PC_COPY, in, btf);
 	return 0;
 }
 
 /* fsync / fdatasync of a disk file, direct or not, or of a directory (SQLite syncs its
  * directory after creating a journal: 201 of its 804 fdatasyncs in a 200-insert run): its own
  * family, not an I/O. */
-static __always_inline int on_fsync_enter(struct task_ctx *t, __u64 fd, bool data_only)
+static __always_inline int on_fsync_enter(struct task_ctx *t, __u64 fd, bool data_only, bool btf)
 {
 	struct file *f = fd_file(fd);
 	bool dir = f && (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) == S_IFDIR;
 
 	if (!dir && fd_kind(f) == FD_OTHER)
 		return 0;
-	pc_start(t, PC_SYNC, f);
+	pc_start(t, PC_SYNC, f, btf);
 	t->sync_call = (data_only ? 2 : 1) | (dir ? 4 : 0);
 	return 0;
 }
@@ -899,18 +904,18 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	case NR_PREADV2:
 	case NR_PWRITEV2:
 		return on_sync_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, r9, btf),
-				     id == NR_PWRITEV2);
+				     id == NR_PWRITEV2, btf);
 	case NR_FSYNC:
 	case NR_FDATASYNC:
-		return on_fsync_enter(t, SYS_ARG(regs, di, btf), id == NR_FDATASYNC);
+		return on_fsync_enter(t, SYS_ARG(regs, di, btf), id == NR_FDATASYNC, btf);
 	case NR_COPY_FILE_RANGE:
 		/* (fd_in, off_in, fd_out, off_out, len, flags) */
-		return on_copy_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, dx, btf));
+		return on_copy_enter(t, SYS_ARG(regs, di, btf), SYS_ARG(regs, dx, btf), btf);
 	case NR_SENDFILE:
 		/* (out_fd, in_fd, offset, count) */
-		return on_copy_enter(t, SYS_ARG(regs, si, btf), SYS_ARG(regs, di, btf));
+		return on_copy_enter(t, SYS_ARG(regs, si, btf), SYS_ARG(regs, di, btf), btf);
 	default:
-		return on_sync_enter(t, SYS_ARG(regs, di, btf), 0, write_syscall(id));
+		return on_sync_enter(t, SYS_ARG(regs, di, btf), 0, write_syscall(id), btf);
 	}
 }
 
@@ -999,7 +1004,7 @@ int BPF_PROG(uring_complete_raw, void *ctx_, struct io_kiocb *req)
 
 /* Bios are followed from any context (a kworker releasing throttled bios is not a traced
  * process); only I/Os a traced route claimed are found. */
-static __always_inline int bio_queue(struct bio *bio)
+static __always_inline int bio_queue(struct bio *bio, bool btf)
 {
 	struct task_ctx *t;
 	bool in_sys;
@@ -1016,7 +1021,7 @@ static __always_inline int bio_queue(struct bio *bio)
 		in_sys = false;
 		if (!t->disk) {
 			t->disk = (__u64)BPF_CORE_READ(bio, bi_bdev, bd_disk);
-			if (t->buffered != PC_READ)
+			if (btf && t->buffered != PC_READ)
 				busy_follow(t->disk);
 		}
 		if (!size && bio_is_flush(BPF_CORE_READ(bio, bi_opf))) {
@@ -1118,13 +1123,13 @@ int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(bio_queue_btf, struct bio *bio)
 {
-	return bio_queue(bio);
+	return bio_queue(bio, true);
 }
 
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(bio_queue_raw, struct bio *bio)
 {
-	return bio_queue(bio);
+	return bio_queue(bio, false);
 }
 
 static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
