@@ -43,6 +43,13 @@
  *    added and removed (e.g. __REQ_FUA 17 on 6.18); read as CO-RE enum values. REQ_OP_FLUSH
  *    is 2 in the low REQ_OP_BITS (8) since 4.10. A cache flush bio has no data; a flush
  *    request (blk-flush's flush_rq) has no bio.
+ * 14. A folio's page count: 1 unless PG_head is set in its flags (the first word of the folio in
+ *    every version; a memdesc_flags_t struct since 6.18), then 1 << order, the order kept in
+ *    _folio_order before 6.6 ("mm: free up a word in the first tail page", Matthew Wilcox) and in
+ *    the low byte of _flags_1 since. PG_head's bit is read as a CO-RE enum value.
+ * 15. A task's io (blkio) cgroup: task->cgroups->subsys[io_cgrp_id]->cgroup->kn->id, the
+ *    cgroup directory's inode number in its hierarchy (v1 blkio or v2), u64 since 5.5;
+ *    io_cgrp_id exists only with CONFIG_BLK_CGROUP (0 then: unknown).
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
@@ -85,6 +92,33 @@ static __always_inline int rq_flush_kind(__u32 opf)
 	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
 		return 2;
 	return 0;
+}
+
+struct folio___old {
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+	unsigned long flags = 0, order;
+
+	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (bpf_core_field_exists(((struct folio___old *)folio)->_folio_order))
+		order = BPF_CORE_READ((struct folio___old *)folio, _folio_order);
+	else
+		order = BPF_CORE_READ(folio, _flags_1) & 0xff;
+	return 1UL << (order & 31);
+}
+
+static __always_inline __u64 task_io_cgroup(struct task_struct *task)
+{
+	if (!bpf_core_enum_value_exists(enum cgroup_subsys_id, io_cgrp_id))
+		return 0;
+	return BPF_CORE_READ(task, cgroups,
+			     subsys[bpf_core_enum_value(enum cgroup_subsys_id, io_cgrp_id)], cgroup,
+			     kn, id);
 }
 
 #endif /* IOPATH_CORE_FIXES_BPF_H */

@@ -64,6 +64,9 @@ struct task_ctx {
 	__u32 in_submit;  /* inside io_uring_enter / io_submit */
 	__u32 nposted;
 	__u32 in_sys; /* inside a traced I/O syscall */
+	/* excluded_tids, looked up once per thread: 1 traced, 2 one of iopath's own (its vmstat
+	 * sampler reads /proc/vmstat from the generator's process: 89 "buffered reads" a run). */
+	__u32 own;
 	/* I/Os the reaping syscall's exit closed so far. Counted here, not in the bpf_loop
 	 * context on the stack: the verifier follows a stack counter's every value through the
 	 * callback and gives up (8193 jumps); map memory it does not track. */
@@ -227,6 +230,8 @@ struct {
 struct hist _hist = {};
 struct io_slot _io_slot = {};
 struct io_record _io_record = {};
+struct wb_file _wb_file = {};
+enum wb_why _wb_why = NR_WB_WHY;
 /* ... and these enums, so the Rust mirrors are checked against them at build time (probe/mod.rs).
  */
 enum phase _phase = NR_PHASES;
@@ -885,6 +890,13 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	t = task_ctx(true);
 	if (!t)
 		return 0;
+	if (!t->own) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+		t->own = bpf_map_lookup_elem(&excluded_tids, &tid) ? 2 : 1;
+	}
+	if (t->own == 2)
+		return 0;
 	t->enter_ts = bpf_ktime_get_ns();
 	t->in_sys = 1;
 	switch (id) {
@@ -1004,6 +1016,8 @@ int BPF_PROG(uring_complete_raw, void *ctx_, struct io_kiocb *req)
 
 /* Bios are followed from any context (a kworker releasing throttled bios is not a traced
  * process); only I/Os a traced route claimed are found. */
+#include "writeback.bpf.h"
+
 static __always_inline int bio_queue(struct bio *bio, bool btf)
 {
 	struct task_ctx *t;
@@ -1012,6 +1026,9 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 	if (!enabled)
 		return 0;
 	t = task_ctx(false);
+	wb_bio_queue(bio,
+		     t && t->in_sys &&
+			 (t->buffered == PC_SYNC || (t->buffered == PC_WRITE && t->sync_write)));
 	in_sys = t && t->in_sys && tgid_traced(bpf_get_current_pid_tgid() >> 32);
 	if (in_sys && t->buffered) {
 		/* Readahead a buffered read started, a sync call's writeback, or a cache flush
@@ -1150,6 +1167,7 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 {
 	struct bio *bio;
 	bool tracked;
+	__u64 now;
 
 	if (!enabled)
 		return 0;
@@ -1160,7 +1178,9 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 	bio = RQ_READ(btf, rq, bio);
 	if (!bio)
 		return 0;
-	tracked = walk_rq(bio, RQ_READ(btf, bio, bi_next), bpf_ktime_get_ns(), false);
+	now = bpf_ktime_get_ns();
+	wb_rq_issue(rq, bio, now);
+	tracked = walk_rq(bio, RQ_READ(btf, bio, bi_next), now, false);
 	if (btf)
 		count_hw_queue(rq->mq_hctx->type, rq->mq_hctx->queue_num, tracked);
 	else
@@ -1183,10 +1203,12 @@ int BPF_PROG(rq_issue_raw, struct request *rq)
 
 static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes, bool btf)
 {
+	__u64 now = bpf_ktime_get_ns();
 	struct bio *bio;
 
 	if (!enabled)
 		return 0;
+	wb_rq_complete(rq, now);
 	if (btf) {
 		int kind = rq_flush_kind(rq->cmd_flags);
 		__u64 disk = (__u64)rq->q->disk;
@@ -1197,7 +1219,7 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 		}
 	}
 	bio = RQ_READ(btf, rq, bio);
-	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), bpf_ktime_get_ns(), true))
+	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), now, true))
 		count(C_BYTES, nr_bytes);
 	return 0;
 }
@@ -1354,6 +1376,33 @@ int BPF_PROG(jbd2_end_commit, journal_t *journal)
 		count(C_JBD2_COMMITS, 1);
 		count(C_JBD2_COMMIT_NS, took);
 	}
+	return 0;
+}
+
+/* ---- writeback of the pages the traced processes dirtied (writeback.bpf.h) ---- */
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(wb_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	/* tp_btf pointers may be NULL: checked before any CO-RE read offsets them. */
+	if (!enabled || !folio || !mapping || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	return on_dirty_folio(folio, mapping);
+}
+
+SEC("tp_btf/writeback_start")
+int BPF_PROG(wb_start, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	if (enabled && work)
+		wb_work_start(work);
+	return 0;
+}
+
+SEC("tp_btf/writeback_written")
+int BPF_PROG(wb_written, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	if (enabled)
+		wb_work_end();
 	return 0;
 }
 

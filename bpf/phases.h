@@ -108,7 +108,12 @@ enum phase {
 	PH_PC_COPY_JOURNAL = 44,
 	PH_PC_COPY_FLUSH = 45,
 	PH_PC_COPY_THROTTLED = 46,
-	NR_PHASES = 47,
+	/* Writeback of pages the traced processes dirtied, whoever issues it (a flusher, a sync
+	 * call): per request, allocated -> issued (rq->start_time_ns; 0 when the queue keeps no
+	 * time stamps) and issued -> completed. A request counts for its first bio's file. */
+	PH_WB_BLOCK = 47,
+	PH_WB_DEVICE = 48,
+	NR_PHASES = 49,
 };
 
 /* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
@@ -181,6 +186,9 @@ enum counter {
 	C_DIRTY_PAUSES,	      /* balance_dirty_pages pauses inside traced writes */
 	C_DIR_SYNCS,	      /* of those fsync/fdatasync calls, on a directory */
 	C_PC_BYTES_COPIED,    /* bytes copy_file_range / sendfile calls returned */
+	C_WB_DIRTIED,	      /* pages the traced processes made dirty (writeback_dirty_folio) */
+	C_WB_BYTES,	      /* bytes of writeback bios of their files, on their files' disks */
+	C_WB_FILES_FULL,      /* files not followed: the wb_files table was full */
 	NR_COUNTERS,
 };
 
@@ -285,6 +293,42 @@ struct io_slot {
 	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
 	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
 	struct io_record r;
+};
+
+/*
+ * Why a writeback bio was written: the flusher's work reason (the kernel's enum wb_reason,
+ * 0..7, from writeback_start), or inside a sync call / O_SYNC write, or anything else
+ * (direct reclaim, a write_inode without work).
+ */
+enum wb_why {
+	WBW_KERNEL_REASONS = 8, /* 0..7: background, vmscan, sync, periodic, laptop timer, fs free
+				 * space, forker thread, foreign flush */
+	WBW_SYNC_CALL = 8,
+	WBW_OTHER = 9,
+	NR_WB_WHY = 10,
+};
+
+/* A file the traced processes dirtied, and the writeback of its pages (wb_files map). */
+struct wb_file {
+	__u64 ino;
+	__u64 cgroup;  /* the first dirtier's io (blkio) cgroup id: its directory's inode */
+	__u64 dirtied; /* pages the traced processes made dirty */
+	__u64 bytes[NR_WB_WHY];
+	__u64 bios;
+	__u64 rqs;
+	__u64 block_ns;
+	__u64 device_ns;
+	__u32 dev;  /* the file system's s_dev (major << 20 | minor) */
+	__u32 tgid; /* the first traced process that dirtied it */
+	char comm[16];
+	char name[32]; /* its dentry's name */
+};
+
+/* A writeback request in flight (wb_rqs map, keyed by the request). */
+struct wb_rq {
+	__u64 file; /* wb_files key: the inode */
+	__u64 issue_ts;
+	__u64 alloc_ts;
 };
 
 #endif /* IOPATH_PHASES_H */

@@ -204,6 +204,9 @@ pub struct TraceSummary {
     /// fsync / fdatasync calls; None when the run had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_calls: Option<SyncCalls>,
+    /// The pages the traced processes dirtied and their writeback; None when they dirtied none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback: Option<Writeback>,
     /// Set from `reconcile` once the application's own latency is known (None until then, and
     /// in reports made before the check existed).
     #[serde(default)]
@@ -463,6 +466,127 @@ impl From<&crate::hist::LatSummary> for PhaseStats {
     }
 }
 
+/// The kernel's `enum wb_reason` (0..7), then iopath's own two (`enum wb_why`).
+pub const WB_REASONS: [&str; crate::model::NR_WB_WHY] = [
+    "background",
+    "vmscan",
+    "sync",
+    "periodic",
+    "laptop timer",
+    "fs free space",
+    "forker thread",
+    "foreign flush",
+    "sync call / O_SYNC",
+    "other",
+];
+
+/// Writeback of the pages the traced processes dirtied, whoever wrote them back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Writeback {
+    /// Pages they made dirty (writeback_dirty_folio).
+    pub dirtied_pages: u64,
+    /// Bytes of their files written back during the trace, and by why (non-zero reasons only).
+    pub written_bytes: u64,
+    pub by_reason: Vec<(String, u64)>,
+    /// Per writeback request: allocated -> issued (None: the queue keeps no time stamps), issued
+    /// -> completed.
+    pub block: Option<PhaseStats>,
+    pub device: PhaseStats,
+    pub files: Vec<WbFile>,
+    /// Files not followed: the in-kernel table was full.
+    pub files_not_followed: u64,
+    /// /proc/vmstat over the trace (machine-wide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmstat: Option<Vmstat>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WbFile {
+    pub name: String,
+    pub ino: u64,
+    pub dev: String,
+    /// The first traced process that dirtied it.
+    pub pid: u32,
+    pub comm: String,
+    /// Its io cgroup path; None when unknown.
+    pub cgroup: Option<String>,
+    pub dirtied_pages: u64,
+    pub written_bytes: u64,
+    pub by_reason: Vec<(String, u64)>,
+    pub requests: u64,
+    pub block_mean_ns: Option<u64>,
+    pub device_mean_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Vmstat {
+    pub dirty_max_pages: u64,
+    pub dirty_mean_pages: u64,
+    pub writeback_max_pages: u64,
+    /// nr_dirtied and nr_written, end minus start: every process's, not only the traced ones'.
+    pub dirtied_pages: u64,
+    pub written_pages: u64,
+    pub thresholds: String,
+    /// How many samples the maxima and mean come from (one every 20 ms).
+    #[serde(default)]
+    pub samples: u64,
+}
+
+fn reasons(bytes: &[u64]) -> Vec<(String, u64)> {
+    bytes.iter().zip(WB_REASONS).filter(|(b, _)| **b > 0).map(|(b, r)| (r.to_owned(), *b)).collect()
+}
+
+fn writeback(raw: &RawTrace) -> Option<Writeback> {
+    let dirtied = raw.counter(Counter::WbDirtied);
+    if raw.writeback.is_empty() && dirtied == 0 {
+        return None;
+    }
+    let mut total = vec![0u64; crate::model::NR_WB_WHY];
+    for f in &raw.writeback {
+        for (t, b) in total.iter_mut().zip(&f.bytes) {
+            *t += b;
+        }
+    }
+    let block = raw.phase(Phase::WbBlock);
+    let files = raw
+        .writeback
+        .iter()
+        .map(|f| WbFile {
+            name: f.name.clone(),
+            ino: f.ino,
+            dev: f.dev.clone(),
+            pid: f.tgid,
+            comm: f.comm.clone(),
+            cgroup: f.cgroup.clone(),
+            dirtied_pages: f.dirtied_pages,
+            written_bytes: f.bytes.iter().sum(),
+            by_reason: reasons(&f.bytes),
+            requests: f.requests,
+            block_mean_ns: (f.requests > 0 && block.count > 0).then(|| f.block_ns / f.requests),
+            device_mean_ns: (f.requests > 0).then(|| f.device_ns / f.requests),
+        })
+        .collect();
+    let vmstat = raw.vmstat.as_ref().filter(|v| !v.samples.is_empty()).map(|v| Vmstat {
+        dirty_max_pages: v.samples.iter().map(|s| s.0).max().unwrap_or(0),
+        dirty_mean_pages: v.samples.iter().map(|s| s.0).sum::<u64>() / v.samples.len() as u64,
+        writeback_max_pages: v.samples.iter().map(|s| s.1).max().unwrap_or(0),
+        dirtied_pages: v.dirtied,
+        written_pages: v.written,
+        thresholds: v.thresholds.clone(),
+        samples: v.samples.len() as u64,
+    });
+    Some(Writeback {
+        dirtied_pages: dirtied,
+        written_bytes: total.iter().sum(),
+        by_reason: reasons(&total),
+        block: (block.count > 0).then(|| stats(&block)),
+        device: stats(&raw.phase(Phase::WbDevice)),
+        files,
+        files_not_followed: raw.counter(Counter::WbFilesFull),
+        vmstat,
+    })
+}
+
 fn stats(h: &crate::model::BpfHist) -> PhaseStats {
     PhaseStats::from(&h.summary())
 }
@@ -580,6 +704,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         unlinked: raw.counter(Counter::Unlinked),
         page_cache,
         sync_calls: sync_calls(raw),
+        writeback: writeback(raw),
         reconciliation: None,
     }
 }

@@ -8,8 +8,10 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 47;
-pub const NR_COUNTERS: usize = 54;
+pub const NR_PHASES: usize = 49;
+pub const NR_COUNTERS: usize = 57;
+/// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
+pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 10;
 pub const NR_SYSCALL_SLOTS: usize = 512;
@@ -64,6 +66,8 @@ pub enum Phase {
     PcCopyJournal = 44,
     PcCopyFlush = 45,
     PcCopyThrottled = 46,
+    WbBlock = 47,
+    WbDevice = 48,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -179,6 +183,9 @@ pub enum Counter {
     DirtyPauses,
     DirSyncs,
     PcBytesCopied,
+    WbDirtied,
+    WbBytes,
+    WbFilesFull,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -323,6 +330,47 @@ pub struct RawTrace {
     /// `--flamegraph` / `--offcpu`: the stacks as the kernel counted them (None when off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<RawStacks>,
+    /// Files the traced processes dirtied, and their pages' writeback (`struct wb_file`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writeback: Vec<RawWbFile>,
+    /// /proc/vmstat over the trace (dirty and writeback pages); None when not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmstat: Option<RawVmstat>,
+}
+
+/// One file the traced processes dirtied (bpf/phases.h `struct wb_file`), its cgroup resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawWbFile {
+    pub ino: u64,
+    /// "major:minor" of its file system.
+    pub dev: String,
+    pub tgid: u32,
+    pub comm: String,
+    pub name: String,
+    /// The dirtier's io (blkio) cgroup: its directory's inode (0: unknown) and its path under
+    /// the hierarchy, when found.
+    pub cgroup_id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    pub dirtied_pages: u64,
+    /// Bytes of writeback bios, by `enum wb_why`.
+    pub bytes: Vec<u64>,
+    pub bios: u64,
+    pub requests: u64,
+    pub block_ns: u64,
+    pub device_ns: u64,
+}
+
+/// /proc/vmstat read every 100 ms during the trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawVmstat {
+    /// (nr_dirty, nr_writeback) pages, one pair per sample.
+    pub samples: Vec<(u64, u64)>,
+    /// nr_dirtied and nr_written: end minus start (machine-wide).
+    pub dirtied: u64,
+    pub written: u64,
+    /// vm.dirty_background_* and vm.dirty_* as set (ratio % or bytes), for the reader.
+    pub thresholds: String,
 }
 
 /// One distinct (thread, kernel stack, user stack) and its weight: samples on-CPU, ns off-CPU.

@@ -133,6 +133,11 @@ pub struct Config {
     /// Stacked devices (device-mapper, md) among the disks, with what is underneath.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<StackedDevice>,
+    /// /proc/sys/vm's dirty-page limits (dirty_ratio, dirty_bytes, dirty_background_*,
+    /// dirty_expire_centisecs, dirty_writeback_centisecs): when writers are throttled and
+    /// the flushers start. Empty in reports made before they were captured: unknown.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub vm_dirty: std::collections::BTreeMap<String, String>,
 }
 
 /// A process's cgroup as it routes I/O: v1 blkio and v2 io controls, with their values.
@@ -328,6 +333,17 @@ pub fn capture(roots: &SysRoots, disks: &[String], pid: u32) -> Config {
         governor: read_trim(&roots.sys.join("devices/system/cpu/cpu0/cpufreq/scaling_governor")),
         mitigations,
         cgroup: cgroup_io(roots, pid),
+        vm_dirty: [
+            "dirty_ratio",
+            "dirty_bytes",
+            "dirty_background_ratio",
+            "dirty_background_bytes",
+            "dirty_expire_centisecs",
+            "dirty_writeback_centisecs",
+        ]
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), read_trim(&roots.proc.join("sys/vm").join(k))?)))
+        .collect(),
         stack: device_stack(roots, disks),
     }
 }
@@ -526,6 +542,27 @@ pub fn parse_exec_mappings(text: &str) -> Vec<crate::model::ExecMapping> {
             })
         })
         .collect()
+}
+
+/// The path of the io cgroup whose directory has inode `id` (what BPF reads as kn->id): in the
+/// v1 blkio hierarchy when mounted, else the unified one. None when no directory matches.
+pub fn cgroup_path_of_id(roots: &SysRoots, id: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (v1, v2) = cgroup_mounts(roots);
+    let root = v1.or(v2)?;
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        if fs::metadata(&d).ok()?.ino() == id {
+            let rel = d.strip_prefix(&root).ok()?.to_string_lossy().into_owned();
+            return Some(format!("/{rel}"));
+        }
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -192,3 +192,29 @@ fn the_tracers_own_reap_work_is_a_row_of_its_own() {
     assert_eq!(h.phase_sum_mean_ns, s.phase_sum_mean_ns - tr.mean_ns + weighted);
     assert!((weighted as f64 - tr.mean_ns as f64 / 2.0).abs() < tr.mean_ns as f64 * 0.05);
 }
+
+/// Writeback of a recorded dd + sync: the reasons add up to what was written, per file and in
+/// total, and a file's means come from its own requests.
+#[test]
+fn writeback_reasons_and_files_add_up() {
+    let name = "trace-dd-sync-writeback";
+    let (raw, ios) = recorded(name);
+    let s = summarize(&raw, ios);
+    golden(name, &(serde_json::to_string_pretty(&s).unwrap() + "\n"));
+    let wb = s.writeback.as_ref().expect("dd dirtied pages");
+    assert_eq!(wb.dirtied_pages, 16384);
+    assert_eq!(wb.by_reason.iter().map(|r| r.1).sum::<u64>(), wb.written_bytes);
+    assert_eq!(wb.files.iter().map(|f| f.written_bytes).sum::<u64>(), wb.written_bytes);
+    for f in &wb.files {
+        assert_eq!(f.by_reason.iter().map(|r| r.1).sum::<u64>(), f.written_bytes, "{}", f.name);
+    }
+    let out = &wb.files[0];
+    assert_eq!((out.name.as_str(), out.comm.as_str()), ("out", "dd"));
+    assert_eq!(out.by_reason, vec![("sync".to_owned(), 64 << 20)]);
+    assert_eq!(wb.device.count, out.requests, "one file: every timed request is its");
+    // No file without its dirtier: a trace that dirtied nothing has no writeback section.
+    let mut none = raw.clone();
+    none.writeback.clear();
+    none.counters[iopath::model::Counter::WbDirtied as usize] = 0;
+    assert!(summarize(&none, ios).writeback.is_none());
+}

@@ -140,8 +140,8 @@ fn postgres_pgbench_commits_wait_for_the_wal() {
     require_root();
     let d = scratch("pg");
     let l = LoopDev::new(&d.join("fs.img"), 400, 512);
-    sh("mkfs.ext4", &["-q", &l.0]);
-    let m = Mount::new(&[&l.0], &d.join("mnt"));
+    sh("mkfs.ext4", &["-q", "-E", NO_LAZY_INIT, &l.0]);
+    let m = Mount::new(&["-o", QUIET_EXT4, &l.0], &d.join("mnt"));
     let dir = m.0.join("pg");
     std::fs::create_dir(&dir).unwrap();
     let pg = Postgres::start(&dir);

@@ -58,8 +58,8 @@ fn a_mounted_device_is_never_written() {
     require_root();
     let d = scratch("mounted");
     let l = LoopDev::new(&d.join("fs.img"), 32, 512);
-    sh("mkfs.ext4", &["-q", &l.0]);
-    let m = Mount::new(&[&l.0], &d.join("mnt"));
+    sh("mkfs.ext4", &["-q", "-E", NO_LAZY_INIT, &l.0]);
+    let m = Mount::new(&["-o", QUIET_EXT4, &l.0], &d.join("mnt"));
     std::fs::write(m.0.join("canary"), b"still here").unwrap();
     let err = run_err(&["--device", &l.0, "--rw", "randwrite", "--allow-write", "--ios", "10"]);
     assert!(err.contains("refusing to write") && err.contains("mounted"), "{err}");
@@ -250,8 +250,8 @@ fn layouts_never_fill_a_file_system_or_leave_partial_files() {
     require_root();
     let d = scratch("small-fs");
     let l = LoopDev::new(&d.join("fs.img"), 96, 512);
-    sh("mkfs.ext4", &["-q", &l.0]);
-    let m = Mount::new(&[&l.0], &d.join("mnt"));
+    sh("mkfs.ext4", &["-q", "-E", NO_LAZY_INIT, &l.0]);
+    let m = Mount::new(&["-o", QUIET_EXT4, &l.0], &d.join("mnt"));
     let f = m.0.join("t.dat");
     let err = fails(&["run", "--file", f.to_str().unwrap(), "--size", "1g", "--ios", "1"]);
     assert!(err.contains("needs 1.0 GiB") && err.contains("use a smaller --size"), "{err}");

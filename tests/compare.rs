@@ -220,3 +220,69 @@ fn fio_baseline_and_bad_inputs() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("schema 'iopath.sweep/1'"), "{err}");
 }
+
+/// The same buffered-read job with its file cached, then after `echo 1 > drop_caches`: the
+/// comparison leads with the page cache (hit ratio down, reads waiting for the device).
+#[test]
+fn dropped_page_cache_is_named() {
+    require_root();
+    let _s = serial();
+    let (_l, _m, f) = cold_fs("cmp-dropcache", 64);
+    let d = scratch("cmp-dropcache-out");
+    let job = ["--file", &f, "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "16384"];
+    trace_to(&d.join("warmup"), &job);
+    trace_to(&d.join("before"), &job);
+    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+    trace_to(&d.join("after"), &job);
+    let c = compare_json(&d.join("before/report.json"), &d.join("after/report.json"), &d.join("cmp"));
+    let per_io = |k: &str| c["per_io"].as_array().unwrap().iter().find(|x| x[0] == k).unwrap()[1].clone();
+    let (hit, waited) = (per_io("pc read_hit_ratio"), per_io("pc read_waited_us"));
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    // Readahead keeps the hit ratio high after the drop (99.85% once): the wait tells.
+    assert!(f(&hit, "before") >= 0.999 && f(&hit, "after") < f(&hit, "before"), "{hit}");
+    assert!(f(&waited, "before") < 0.5 && f(&waited, "after") >= 1.0, "{waited}");
+    let cause = c["causes"][0].as_str().unwrap();
+    assert!(cause.starts_with("the page cache: buffered reads found their data cached 100.0% -> "), "{}", c["causes"]);
+    assert!(cause.contains("the cache was dropped"), "{cause}");
+    assert!(c["verdict"].as_str().unwrap().contains("Likely cause: the page cache"), "{}", c["verdict"]);
+}
+
+/// Buffered writes of 64 MiB with the default dirty limits, then with vm.dirty_bytes at 4 MiB:
+/// the writer is held in balance_dirty_pages, and the comparison names the setting and the time.
+#[test]
+fn lowered_dirty_limit_is_named() {
+    require_root();
+    let _s = serial();
+    struct Restore(Vec<(&'static str, String)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // Ratios last: writing one zeroes its bytes twin, and the other way round.
+            for (k, v) in &self.0 {
+                if v.trim() != "0" {
+                    let _ = std::fs::write(format!("/proc/sys/vm/{k}"), v.trim());
+                }
+            }
+        }
+    }
+    let keys = ["dirty_bytes", "dirty_background_bytes", "dirty_ratio", "dirty_background_ratio"];
+    let _restore =
+        Restore(keys.iter().map(|k| (*k, std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap())).collect());
+    let (_l, _m, f) = cold_fs("cmp-dirty", 64);
+    let d = scratch("cmp-dirty-out");
+    let job = ["--file", &f, "--engine", "psync", "--rw", "write", "--direct", "false", "--ios", "16384"];
+    trace_to(&d.join("before"), &job);
+    // Let the flushers write the first run's pages before the second.
+    sh("sync", &[]);
+    std::fs::write("/proc/sys/vm/dirty_background_bytes", "2097152").unwrap();
+    std::fs::write("/proc/sys/vm/dirty_bytes", "4194304").unwrap();
+    trace_to(&d.join("after"), &job);
+    drop(_restore);
+    let c = compare_json(&d.join("before/report.json"), &d.join("after/report.json"), &d.join("cmp"));
+    let causes = c["causes"].to_string();
+    let cause = c["causes"].as_array().unwrap().iter().find_map(|x| x.as_str().filter(|s| s.starts_with("dirty-page")));
+    let cause = cause.unwrap_or_else(|| panic!("no dirty-page cause: {causes}"));
+    assert!(cause.contains("vm.dirty_bytes 0 -> 4194304"), "{cause}");
+    let held = c["per_io"].as_array().unwrap().iter().find(|x| x[0] == "pc write_throttled_us").unwrap()[1].clone();
+    assert!(held["after"].as_f64().unwrap() > held["before"].as_f64().unwrap() + 1.0, "{held}");
+    assert!(cause.contains("writes held in balance_dirty_pages"), "{cause}");
+}

@@ -7,6 +7,14 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One at a time: the generator's buffered writes take a few us, and preempted in user space by
+/// the test beside it its own clock no longer matches the probes' (86.7% once).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn mean(s: &Value) -> f64 {
     s["mean_ns"].as_f64().unwrap()
 }
@@ -19,6 +27,7 @@ fn mean(s: &Value) -> f64 {
 #[test]
 fn fsync_is_split_into_writeback_journal_and_flush() {
     require_root();
+    let _s = serial();
     let (l, _m, f) = cold_fs("fsync-gen", 16);
     let before = disk_stat(&l.0);
     let r = json_of(
@@ -64,6 +73,7 @@ fn fsync_is_split_into_writeback_journal_and_flush() {
 #[test]
 fn fdatasync_of_overwrites_flushes_without_the_journal() {
     require_root();
+    let _s = serial();
     let (_l, _m, f) = cold_fs("fdatasync-gen", 16);
     let r = json_of(
         "trace",
@@ -98,6 +108,7 @@ fn fdatasync_of_overwrites_flushes_without_the_journal() {
 #[test]
 fn a_traced_programs_fsyncs_match_its_own_timing() {
     require_root();
+    let _s = serial();
     let (_l, _m, f) = cold_fs("fsync-py", 8);
     let prog = format!(
         "import os, time\n\
@@ -128,6 +139,7 @@ fn a_traced_programs_fsyncs_match_its_own_timing() {
 #[test]
 fn dsync_writes_wait_for_their_own_writeback() {
     require_root();
+    let _s = serial();
     let (l, _m, f) = cold_fs("dsync-dd", 8);
     let before = disk_stat(&l.0);
     let out = iopath(&[

@@ -6,9 +6,19 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One at a time: buffered calls take 1-3 us, so a generator preempted in user space by the
+/// test beside it (bpftrace compiling its script takes a CPU for a second) no longer
+/// reconciles with its own clock (38.6% once), which is what the report then says.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn buffered_reads_against_the_devices_own_counters() {
     require_root();
+    let _s = serial();
     let (l, _m, f) = cold_fs("pc-reads", 64);
     let job = ["--file", f.as_str(), "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "16384"];
     let before = disk_stat(&l.0);
@@ -39,10 +49,10 @@ fn buffered_reads_against_the_devices_own_counters() {
     let warm = json_of("trace", &job);
     let dev = delta(before, disk_stat(&l.0));
     let pc = &warm["page_cache"];
-    // The reads queue nothing; the file system may read a metadata block of its own (a CI run
-    // here saw the device read once while the tests beside it made loop devices).
+    // (The device is quiet otherwise: cold_fs makes and mounts its ext4 without lazy init and
+    // bitmap prefetch, whose kernel thread read 13 blocks during this run before.)
     assert_eq!(pc["bios"].as_u64(), Some(0), "{pc}");
-    assert!(dev[0] <= 4 && dev[1] <= 128, "a warm cache reads (almost) nothing from the device: {dev:?}");
+    assert_eq!(dev[0], 0, "a warm cache reads nothing from the device: {dev:?}");
     assert!(pc["read_hit_ratio"].as_f64().unwrap() >= 0.999, "{pc}");
     split_adds_up(&pc["reads"], "warm reads");
     assert_eq!(warm["reconciliation"]["reconciled"], true, "{}", warm["reconciliation"]);
@@ -51,6 +61,7 @@ fn buffered_reads_against_the_devices_own_counters() {
 #[test]
 fn buffered_writes_are_calls_into_the_cache() {
     require_root();
+    let _s = serial();
     let (_l, _m, f) = cold_fs("pc-writes", 16);
     let r =
         json_of("trace", &["--file", &f, "--engine", "psync", "--rw", "write", "--direct", "false", "--ios", "4096"]);
@@ -65,6 +76,7 @@ fn buffered_writes_are_calls_into_the_cache() {
 #[test]
 fn dd_through_the_page_cache() {
     require_root();
+    let _s = serial();
     let (l, _m, f) = cold_fs("pc-dd", 32);
     let before = disk_stat(&l.0);
     let out = iopath(&["trace", "--json", "-", "--", "dd", &format!("if={f}"), "of=/dev/null", "bs=4k"]);
@@ -94,6 +106,7 @@ fn dd_through_the_page_cache() {
 #[test]
 fn cp_copies_inside_the_kernel() {
     require_root();
+    let _s = serial();
     let (l, _m, f) = cold_fs("cp", 32);
     let copy = format!("{f}.copy");
     let bt = syscall_timer("copy_file_range", "cp");

@@ -364,5 +364,6 @@ fn doctor_lists_every_route_and_what_it_cannot_follow() {
     assert_eq!(followed("stacked devices"), stack_loaded, "{}", d["routes"]);
     assert_eq!(followed("buffered sync read/write"), true, "{}", d["routes"]);
     assert_eq!(followed("fsync, fdatasync"), true, "{}", d["routes"]);
-    assert_eq!(followed("writeback by the flushers"), false);
+    assert_eq!(followed("writeback (the flushers"), true, "{}", d["routes"]);
+    assert_eq!(followed("io_uring buffered"), false);
 }

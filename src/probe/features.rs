@@ -139,6 +139,24 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
     },
     TracepointSpec {
         group: "writeback",
+        names: &["writeback_dirty_folio"],
+        used_for: "writeback: the files the traced processes dirty, and who dirtied them",
+        required: false,
+    },
+    TracepointSpec {
+        group: "writeback",
+        names: &["writeback_start"],
+        used_for: "writeback: why a flusher writes (background, periodic, sync ...)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "writeback",
+        names: &["writeback_written"],
+        used_for: "writeback: why a flusher writes (background, periodic, sync ...)",
+        required: false,
+    },
+    TracepointSpec {
+        group: "writeback",
         names: &["balance_dirty_pages"],
         used_for: "buffered writes: dirty-throttling pauses",
         required: false,
@@ -347,14 +365,24 @@ pub const ROUTES: &[RouteSpec] = &[
         without_symbols: None,
     },
     RouteSpec {
-        name: "writeback by the flushers, io_uring buffered I/O",
+        name: "writeback (the flushers, sync calls, reclaim)",
+        tracepoints: &[
+            ("writeback", &["writeback_dirty_folio"]),
+            ("writeback", &["writeback_start"]),
+            ("writeback", &["writeback_written"]),
+        ],
+        symbols: &[],
+        note: "the pages the traced processes dirtied, per file: who dirtied them (pid, io cgroup), bytes \
+               written back by reason, each request's block and device time",
+        unsupported: None,
+        without_symbols: None,
+    },
+    RouteSpec {
+        name: "io_uring buffered I/O",
         tracepoints: &[],
         symbols: &[],
         note: "",
-        unsupported: Some(
-            "the flushers' writeback is not attributed to the writes that dirtied the pages, and io_uring's \
-             buffered reads count as 'no block I/O' yet",
-        ),
+        unsupported: Some("io_uring's buffered reads and writes count as 'no block I/O' yet"),
         without_symbols: None,
     },
 ];

@@ -7,6 +7,7 @@ pub mod log;
 pub mod sampler;
 pub mod session;
 pub mod tracefs;
+pub mod vmstat;
 
 #[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]
 pub(crate) mod doctor_skel {
@@ -58,7 +59,7 @@ mod record_layout {
 // The enums of bpf/phases.h and their Rust mirrors in model.rs, every variant (one side
 // renumbered or extended without the other fails the build, not a report).
 mod mirrors {
-    use super::phases_skel::types::{counter, phase, route_kind, ud_bits};
+    use super::phases_skel::types::{counter, phase, route_kind, ud_bits, wb_why};
     use crate::model::{Counter, Phase, RouteKind, NR_COUNTERS, NR_PHASES, NR_ROUTE_KINDS};
 
     /// Asserts each C enumerator equals its Rust variant and that both sides have `NR` of them.
@@ -121,7 +122,9 @@ mod mirrors {
         phase::PH_PC_COPY_DATA => PcCopyData,
         phase::PH_PC_COPY_JOURNAL => PcCopyJournal,
         phase::PH_PC_COPY_FLUSH => PcCopyFlush,
-        phase::PH_PC_COPY_THROTTLED => PcCopyThrottled
+        phase::PH_PC_COPY_THROTTLED => PcCopyThrottled,
+        phase::PH_WB_BLOCK => WbBlock,
+        phase::PH_WB_DEVICE => WbDevice
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -177,7 +180,10 @@ mod mirrors {
         counter::C_FUA_RQS => FuaRqs,
         counter::C_DIRTY_PAUSES => DirtyPauses,
         counter::C_DIR_SYNCS => DirSyncs,
-        counter::C_PC_BYTES_COPIED => PcBytesCopied
+        counter::C_PC_BYTES_COPIED => PcBytesCopied,
+        counter::C_WB_DIRTIED => WbDirtied,
+        counter::C_WB_BYTES => WbBytes,
+        counter::C_WB_FILES_FULL => WbFilesFull
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,
@@ -192,4 +198,8 @@ mod mirrors {
         route_kind::RK_PAGECACHE => PageCache
     );
     const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
+    const _: () = assert!(wb_why::NR_WB_WHY.0 as usize == crate::model::NR_WB_WHY);
+    const _: () = assert!(wb_why::WBW_SYNC_CALL.0 == 8 && wb_why::WBW_OTHER.0 == 9);
+    // wb_file.bytes is one u64 per reason: a type check, at build time.
+    const _: fn(super::phases_skel::types::wb_file) -> [u64; crate::model::NR_WB_WHY] = |f| f.bytes;
 }

@@ -149,6 +149,8 @@ struct PhasesPlan {
     jbd2: bool,
     /// writeback:balance_dirty_pages (dirty throttling inside writes).
     dirty_throttle: bool,
+    /// writeback:writeback_dirty_folio/start/written (whose pages the flushers write, and why).
+    writeback: bool,
 }
 
 fn configure_phases(
@@ -214,6 +216,9 @@ fn configure_phases(
     p.jbd2_start_commit.set_autoload(btf && plan.jbd2);
     p.jbd2_end_commit.set_autoload(btf && plan.jbd2);
     p.dirty_pause.set_autoload(btf && plan.dirty_throttle);
+    p.wb_dirty_folio.set_autoload(btf && plan.writeback);
+    p.wb_start.set_autoload(btf && plan.writeback);
+    p.wb_written.set_autoload(btf && plan.writeback);
     p.sys_enter.set_autoload(btf && plan.sys_enter);
     p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
     p.sys_exit.set_autoload(btf && plan.sys_exit);
@@ -269,6 +274,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         readahead: has("readahead", "page_cache_sync_ra") && has("readahead", "page_cache_async_ra"),
         jbd2: has("jbd2", "jbd2_start_commit") && has("jbd2", "jbd2_end_commit"),
         dirty_throttle: has("writeback", "balance_dirty_pages"),
+        writeback: has("writeback", "writeback_dirty_folio")
+            && has("writeback", "writeback_start")
+            && has("writeback", "writeback_written"),
         splits: has("block", "block_split"),
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
@@ -470,6 +478,24 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         },
         Hook {
+            name: "writeback:writeback_dirty_folio",
+            required: false,
+            prog: (btf && plan.writeback).then_some(&pp.wb_dirty_folio),
+            tracepoint: None,
+        },
+        Hook {
+            name: "writeback:writeback_start",
+            required: false,
+            prog: (btf && plan.writeback).then_some(&pp.wb_start),
+            tracepoint: None,
+        },
+        Hook {
+            name: "writeback:writeback_written",
+            required: false,
+            prog: (btf && plan.writeback).then_some(&pp.wb_written),
+            tracepoint: None,
+        },
+        Hook {
             name: "writeback:balance_dirty_pages",
             required: false,
             prog: (btf && plan.dirty_throttle).then_some(&pp.dirty_pause),
@@ -657,6 +683,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let stop_poll = AtomicBool::new(false);
     let mut result = None;
     let mut maps = Vec::new();
+    let mut vmstat = None;
     std::thread::scope(|s| -> Result<()> {
         // User stacks are symbolized after the run, when a traced process may be gone: keep its
         // executable mappings as it runs.
@@ -753,12 +780,28 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             0 => None,
             n => Some(PostedMap::map(phases.maps.posted_at.as_fd().as_raw_fd(), n)?),
         };
+        let vm_stop = &stop_poll;
+        let (vm_tx, vm_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let vm = s.spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = vm_tx.send(unsafe { libc::gettid() } as u32);
+            // Not one read before the thread is excluded: the probes look it up once.
+            go_rx.recv().ok()?;
+            super::vmstat::sample(vm_stop)
+        });
+        // Its reads of /proc/vmstat are iopath's, not the workload's (the generator runs in
+        // this process: 89 extra "buffered reads" in a 16384-read job before this).
+        let vm_tid: u32 = vm_rx.recv().context("starting the vmstat sampler")?;
+        phases.maps.excluded_tids.update(&vm_tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+        let _ = go_tx.send(());
         // Counting starts only once every link exists, so attach order cannot skew the numbers.
         set_enabled(1);
         result = Some(workload());
         set_enabled(0);
         drop(posted);
         stop_poll.store(true, Ordering::Relaxed);
+        vmstat = vm.join().map_err(|_| anyhow!("the vmstat sampler panicked"))?;
         if let Some(h) = poller {
             h.join().map_err(|_| anyhow!("the events poller panicked"))?;
         }
@@ -781,6 +824,14 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         unsafe { libc::close(stats_fd) };
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
+    raw.vmstat = vmstat;
+    // The dirtiers' cgroups by path, while the directories exist.
+    let roots = crate::sysconf::SysRoots::live();
+    let mut paths = std::collections::HashMap::new();
+    for f in raw.writeback.iter_mut().filter(|f| f.cgroup_id != 0) {
+        f.cgroup =
+            paths.entry(f.cgroup_id).or_insert_with(|| crate::sysconf::cgroup_path_of_id(&roots, f.cgroup_id)).clone();
+    }
     raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
     if let (Some(p), Some(mut f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
         let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -840,6 +891,39 @@ fn occupied_slots(map: &dyn MapCore) -> Result<u64> {
     Ok(n)
 }
 
+/// The files the traced processes dirtied (`wb_files`), largest writeback first.
+fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crate::model::RawWbFile>> {
+    use super::phases_skel::types::wb_file;
+    let text = |b: &[i8]| {
+        let b: Vec<u8> = b.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    let mut out = Vec::new();
+    for key in phases.maps.wb_files.keys() {
+        let Some(v) = phases.maps.wb_files.lookup(&key, MapFlags::ANY)? else { continue };
+        anyhow::ensure!(v.len() == std::mem::size_of::<wb_file>(), "wb_file: {} bytes from the map", v.len());
+        // SAFETY: the map's value is a `struct wb_file` of the size checked above (plain data).
+        let f: wb_file = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
+        out.push(crate::model::RawWbFile {
+            ino: f.ino,
+            dev: format!("{}:{}", f.dev >> 20, f.dev & 0xfffff),
+            tgid: f.tgid,
+            comm: text(&f.comm),
+            name: text(&f.name),
+            cgroup_id: f.cgroup,
+            cgroup: None,
+            dirtied_pages: f.dirtied,
+            bytes: f.bytes.to_vec(),
+            bios: f.bios,
+            requests: f.rqs,
+            block_ns: f.block_ns,
+            device_ns: f.device_ns,
+        });
+    }
+    out.sort_by_key(|f| std::cmp::Reverse(f.bytes.iter().sum::<u64>()));
+    Ok(out)
+}
+
 fn read_raw(
     phases: &super::phases_skel::PhasesSkel<'_>,
     counts: &super::counts_skel::CountsSkel<'_>,
@@ -875,6 +959,7 @@ fn read_raw(
             Ok(sum_percpu_u64(&phases.maps.routes.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default()))
         })
         .collect::<Result<_>>()?;
+    raw.writeback = read_wb_files(phases)?;
     for nr in 0..crate::model::NR_SYSCALL_SLOTS as u32 {
         let v =
             sum_percpu_u64(&phases.maps.syscalls.lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default());

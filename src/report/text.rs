@@ -362,6 +362,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         );
         render_sync_calls(sc, known, w)?;
     }
+    if let Some(wb) = &t.writeback {
+        render_writeback(wb, w)?;
+    }
     let vectors = if r.irq_vectors.is_empty() {
         "no device vectors: software device".to_owned()
     } else {
@@ -651,6 +654,74 @@ fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mu
         "        {commits}; {} flush requests, {} FUA writes there (anyone's)",
         sc.flush_requests, sc.fua_writes
     )
+}
+
+/// The writeback of what the traced processes dirtied: whose files, why written, how long.
+fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut impl Write) -> io::Result<()> {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let shares = |by: &[(String, u64)], total: u64| {
+        by.iter()
+            .map(|(r, b)| format!("{r} {:.1}%", *b as f64 / total.max(1) as f64 * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(
+        w,
+        "\n  writeback  the traced processes dirtied {} pages ({:.1} MiB); {:.1} MiB of their files written back while traced{}",
+        wb.dirtied_pages,
+        mib(wb.dirtied_pages * 4096),
+        mib(wb.written_bytes),
+        if wb.written_bytes > 0 { format!(": {}", shares(&wb.by_reason, wb.written_bytes)) } else { String::new() }
+    )?;
+    if wb.device.count > 0 {
+        let block = wb
+            .block
+            .as_ref()
+            .map_or("unknown (no request time stamps)".to_owned(), |b| format!("{} us", us(b.mean_ns)));
+        writeln!(
+            w,
+            "             {} requests: block (allocated -> issued) {block}, device {} us mean, p99 {} us",
+            wb.device.count,
+            us(wb.device.mean_ns),
+            us(wb.device.p99_ns)
+        )?;
+    }
+    writeln!(
+        w,
+        "    {:<20} {:<18} {:<14} {:>9} {:>9} {:>8} {:>9} {:>9}  why",
+        "file", "dirtied by", "io cgroup", "dirty MiB", "wrote MiB", "requests", "block us", "device us"
+    )?;
+    for f in wb.files.iter().take(10) {
+        let opt = |v: Option<u64>| v.map_or("-".to_owned(), us);
+        writeln!(
+            w,
+            "    {:<20} {:<18} {:<14} {:>9.1} {:>9.1} {:>8} {:>9} {:>9}  {}",
+            format!("{} ({})", f.name, f.ino),
+            format!("{} ({})", f.comm, f.pid),
+            f.cgroup.as_deref().unwrap_or("unknown"),
+            mib(f.dirtied_pages * 4096),
+            mib(f.written_bytes),
+            f.requests,
+            opt(f.block_mean_ns),
+            opt(f.device_mean_ns),
+            shares(&f.by_reason, f.written_bytes)
+        )?;
+    }
+    if wb.files.len() > 10 {
+        writeln!(w, "    (+{} more files in the JSON report)", wb.files.len() - 10)?;
+    }
+    if wb.files_not_followed > 0 {
+        writeln!(w, "    {} files not followed: the in-kernel table of 4096 was full", wb.files_not_followed)?;
+    }
+    if let Some(v) = &wb.vmstat {
+        writeln!(
+            w,
+            "  dirty pages  max {}, mean {}; under writeback max {} (machine-wide, {} samples 20 ms apart; /proc/vmstat: +{} dirtied, +{} written)",
+            v.dirty_max_pages, v.dirty_mean_pages, v.writeback_max_pages, v.samples, v.dirtied_pages, v.written_pages
+        )?;
+        writeln!(w, "               {}", v.thresholds)?;
+    }
+    Ok(())
 }
 
 /// What the buffered calls did to the cache and the device.
