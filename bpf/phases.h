@@ -189,6 +189,10 @@ enum counter {
 	C_WB_DIRTIED,	      /* pages the traced processes made dirty (writeback_dirty_folio) */
 	C_WB_BYTES,	      /* bytes of writeback bios of their files, on their files' disks */
 	C_WB_FILES_FULL,      /* files not followed: the wb_files table was full */
+	/* --pagecache count: counted from filemap's tracepoints, no call timed */
+	C_PCC_READS, /* filemap_get_pages calls of the traced processes (one per cached read) */
+	C_PCC_PAGES, /* pages they asked for */
+	C_PCC_ADDED, /* pages they added to the cache (a miss, readahead, a new page written) */
 	NR_COUNTERS,
 };
 

@@ -20,23 +20,12 @@ RUNTIME=${1:-5}; REPEAT=${2:-3}; QDS=${3:-"1 32 128"}; TARGETS=${4:-"file loop"}
 # One point's line from the two files of "iops cpu" runs (run r of each is a pair).
 summarize() { # kind engine qd fio-file iopath-file verdict-file
   python3 - "$@" <<'PY'
-import math, statistics as st, sys
+import statistics as st, sys
+sys.path.insert(0, "scripts")
+from paired import paired, verdict
 kind, eng, qd, ff, fi, vf = sys.argv[1:]
 f = [list(map(float, l.split())) for l in open(ff)]
 i = [list(map(float, l.split())) for l in open(fi)]
-# t(0.975, df), df = 1..30; beyond, 2.04 is close enough.
-T = [12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-     2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-     2.045, 2.042]
-def paired(a, b):
-    lg = [math.log(x / y) for x, y in zip(a, b) if x > 0 and y > 0]
-    m = st.mean(lg)
-    h = T[min(len(lg) - 2, len(T) - 1)] * st.stdev(lg) / math.sqrt(len(lg)) if len(lg) > 1 else math.inf
-    return math.exp(m), math.exp(m - h), math.exp(m + h)
-def verdict(r, lo, hi, better_high):
-    if lo > 1.0 or hi < 1.0:
-        return "better" if (lo > 1.0) == better_high else "WORSE"
-    return "even"
 io, io_lo, io_hi = paired([x[0] for x in i], [x[0] for x in f])
 cp, cp_lo, cp_hi = paired([x[1] for x in i], [x[1] for x in f])
 med = lambda rows, k: st.median(x[k] for x in rows)

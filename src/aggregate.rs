@@ -207,6 +207,10 @@ pub struct TraceSummary {
     /// The pages the traced processes dirtied and their writeback; None when they dirtied none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writeback: Option<Writeback>,
+    /// `--pagecache count`: the page cache counted from filemap's tracepoints (no call timed);
+    /// None in the default split mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_counted: Option<PageCacheCounted>,
     /// Set from `reconcile` once the application's own latency is known (None until then, and
     /// in reports made before the check existed).
     #[serde(default)]
@@ -587,6 +591,36 @@ fn writeback(raw: &RawTrace) -> Option<Writeback> {
     })
 }
 
+/// The page cache as `--pagecache count` sees it: one program per filemap_get_pages call of the
+/// traced processes (a buffered read's lookup) and one per folio they added to the cache.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageCacheCounted {
+    /// filemap_get_pages calls (one per buffered read of up to a batch of pages).
+    pub reads: u64,
+    /// Pages those calls asked for.
+    pub pages_read: u64,
+    /// Pages the traced processes added to the cache: misses and the readahead they started
+    /// (and new pages of buffered writes).
+    pub pages_added: u64,
+    /// pages_added / pages_read: how much of what was read came from the device (above 1 when
+    /// readahead brought pages that were not read while traced).
+    pub added_per_page_read: Option<f64>,
+}
+
+fn page_cache_counted(raw: &RawTrace) -> Option<PageCacheCounted> {
+    if !raw.probes.iter().any(|p| p.attached && p.name == "filemap:mm_filemap_get_pages") {
+        return None;
+    }
+    let (reads, pages_read, pages_added) =
+        (raw.counter(Counter::PccReads), raw.counter(Counter::PccPages), raw.counter(Counter::PccAdded));
+    Some(PageCacheCounted {
+        reads,
+        pages_read,
+        pages_added,
+        added_per_page_read: (pages_read > 0).then(|| pages_added as f64 / pages_read as f64),
+    })
+}
+
 fn stats(h: &crate::model::BpfHist) -> PhaseStats {
     PhaseStats::from(&h.summary())
 }
@@ -705,6 +739,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         page_cache,
         sync_calls: sync_calls(raw),
         writeback: writeback(raw),
+        page_cache_counted: page_cache_counted(raw),
         reconciliation: None,
     }
 }
@@ -776,6 +811,11 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
             t.correlated_fraction * 100.0,
             app_ios
         );
+        if t.page_cache_counted.is_some() {
+            why.push_str(
+                "; --pagecache count: the page cache was counted, no call was timed and no syscall hook attached",
+            );
+        }
         if t.no_block_io > 0 {
             why.push_str(&format!(
                 "; {} moved no block I/O of their own (page-cache hits, or writes into the cache): \

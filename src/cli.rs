@@ -162,6 +162,11 @@ pub struct TraceArgs {
     /// a family of probes costs (scripts/bench-overhead.sh).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub skip_hooks: Vec<String>,
+    /// The page cache: split each buffered call into on CPU, waited and run queue (split, through
+    /// the syscall hooks), or count reads and pages added per CPU from filemap's tracepoints
+    /// (count: cheaper on cached reads, times no call and follows no syscall; buffered jobs).
+    #[arg(long, value_enum, default_value_t = crate::probe::session::PageCacheMode::Split)]
+    pub pagecache: crate::probe::session::PageCacheMode,
     /// Run and trace this command (and what it forks), e.g. -- fio job.fio
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

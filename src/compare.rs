@@ -1087,6 +1087,51 @@ mod tests {
         assert!(c.causes[0].starts_with("CPU contention"), "{:?}", c.causes);
     }
 
+    /// Recorded from tests/compare.rs' drop_caches pair: readahead kept the hit ratio at 99.85%,
+    /// the wait for the device tells.
+    #[test]
+    fn a_dropped_page_cache_is_named_from_the_wait_not_only_the_hit_ratio() {
+        let mut b = side([1500.0, 0.0, 0.0, 0.0], 600_000.0);
+        let mut a = side([6800.0, 0.0, 0.0, 0.0], 150_000.0);
+        for (s, hit, waited, rq) in [(&mut b, 1.0, 0.0, 0.0), (&mut a, 0.998_474, 5.232, 0.003_662)] {
+            s.per_io.insert("pc read_hit_ratio".into(), hit);
+            s.per_io.insert("pc read_waited_us".into(), waited);
+            s.per_io.insert("pc requests_per_read".into(), rq);
+        }
+        let c = compare(&b, &a);
+        assert!(
+            c.causes[0].starts_with(
+                "the page cache: buffered reads found their data cached 100.0% -> 99.8% of the time; \
+                 waiting for the device 0.0 -> 5.2 us per read"
+            ),
+            "{:?}",
+            c.causes
+        );
+        assert!(c.causes[0].ends_with(
+            "(the cache was dropped or the data no longer fits: drop_caches, memory pressure, a first run)"
+        ));
+        // The same hit ratios with no change in the wait: nothing to say about the cache.
+        a.per_io.insert("pc read_waited_us".into(), 0.2);
+        let c = compare(&b, &a);
+        assert!(!c.causes.iter().any(|x| x.contains("page cache")), "{:?}", c.causes);
+    }
+
+    #[test]
+    fn a_lowered_dirty_limit_is_named_with_the_time_writers_were_held() {
+        let mut b = side([2000.0, 0.0, 0.0, 0.0], 400_000.0);
+        let mut a = side([9000.0, 0.0, 0.0, 0.0], 100_000.0);
+        b.config.insert("vm_dirty.dirty_bytes".into(), "0".into());
+        a.config.insert("vm_dirty.dirty_bytes".into(), "4194304".into());
+        b.per_io.insert("pc write_throttled_us".into(), 0.0);
+        a.per_io.insert("pc write_throttled_us".into(), 6.5);
+        let c = compare(&b, &a);
+        let cause = c.causes.iter().find(|x| x.starts_with("dirty-page throttling")).expect("named");
+        assert_eq!(
+            cause,
+            "dirty-page throttling; vm.dirty_bytes 0 -> 4194304; writes held in balance_dirty_pages 0.0 -> 6.5 us per write"
+        );
+    }
+
     #[test]
     fn a_disk_seen_on_one_side_only_is_not_a_change() {
         let mut b = side([1000.0, 2000.0, 20_000.0, 3000.0], 30_000.0);

@@ -64,6 +64,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         }),
         doorbell: a.doorbell,
         skip_hooks: a.skip_hooks.clone(),
+        pagecache: a.pagecache,
     };
     let (mut rep, raw) = match external {
         Some(what) => iopath::trace::run_external(what, a.external_duration()?, &flags)?,

@@ -36,9 +36,15 @@ pub struct TraceFlags {
     pub stacks: Option<crate::probe::sampler::StackOpts>,
     pub doorbell: crate::probe::session::Doorbell,
     pub skip_hooks: Vec<String>,
+    pub pagecache: crate::probe::session::PageCacheMode,
 }
 
 pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
+    anyhow::ensure!(
+        !(flags.pagecache == crate::probe::session::PageCacheMode::Count && job.direct),
+        "--pagecache count leaves out the syscall hooks that the direct (O_DIRECT) routes are timed by: \
+         use it with --direct false, or drop it"
+    );
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let target = loadgen::prepare(job)?;
@@ -59,6 +65,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         posted_slots: if job.engine == crate::job::EngineKind::Uring && job.sqpoll { job.jobs * job.qd } else { 0 },
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
+        pagecache: flags.pagecache,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -223,6 +230,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         posted_slots: 0,
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
+        pagecache: flags.pagecache,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

@@ -58,6 +58,62 @@ fn buffered_reads_against_the_devices_own_counters() {
     assert_eq!(warm["reconciliation"]["reconciled"], true, "{}", warm["reconciliation"]);
 }
 
+/// `--pagecache count`: no syscall hook, one program per read. The reads counted against the
+/// generator's own count, the pages added to the cache against what the device read (its
+/// /sys/block stat), none added on a warm pass; no call is timed and the report says so. A
+/// direct job, which the syscall hooks time, is refused.
+#[test]
+fn the_page_cache_counted_without_the_syscall_hooks() {
+    require_root();
+    let _s = serial();
+    let (l, _m, f) = cold_fs("pc-count", 64);
+    let job = [
+        "--file",
+        f.as_str(),
+        "--engine",
+        "psync",
+        "--rw",
+        "read",
+        "--direct",
+        "false",
+        "--ios",
+        "16384",
+        "--pagecache",
+        "count",
+    ];
+    let before = disk_stat(&l.0);
+    let cold = json_of("trace", &job);
+    let dev = delta(before, disk_stat(&l.0));
+    let c = &cold["page_cache_counted"];
+    assert_eq!(cold["ios"].as_u64(), Some(16384));
+    assert_eq!(c["reads"].as_u64(), Some(16384), "one lookup per 4k read: {c}");
+    assert_eq!(c["pages_read"].as_u64(), Some(16384), "{c}");
+    // Every page of the file came from the device (readahead), and the file system's own few
+    // metadata blocks, read into the cache in the reader's context, count on both sides.
+    let (added, device_pages) = (c["pages_added"].as_u64().unwrap(), dev[1] * 512 / 4096);
+    assert!(device_pages >= 16384, "the device read the file: {dev:?}");
+    assert!(
+        added >= 16384 && added.abs_diff(device_pages) <= 64,
+        "{added} pages added, the device read {device_pages}"
+    );
+    assert!(cold["page_cache"].is_null(), "no call split without the syscall hooks: {}", cold["page_cache"]);
+    let why = cold["reconciliation"]["reasons"].to_string();
+    assert_eq!(cold["reconciliation"]["reconciled"], false);
+    assert!(why.contains("--pagecache count: the page cache was counted, no call was timed"), "{why}");
+    let attached = |n: &str| cold["probes"].as_array().unwrap().iter().any(|p| p["name"] == n && p["attached"] == true);
+    assert!(attached("filemap:mm_filemap_get_pages") && !attached("raw_syscalls:sys_enter"), "{}", cold["probes"]);
+
+    let before = disk_stat(&l.0);
+    let warm = json_of("trace", &job);
+    assert_eq!(delta(before, disk_stat(&l.0))[0], 0, "a warm cache reads nothing from the device");
+    assert_eq!(warm["page_cache_counted"]["pages_added"].as_u64(), Some(0), "{}", warm["page_cache_counted"]);
+    assert_eq!(warm["page_cache_counted"]["reads"].as_u64(), Some(16384));
+
+    let out = iopath(&["trace", "--file", &f, "--engine", "psync", "--ios", "16", "--pagecache", "count"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("use it with --direct false"), "{err}");
+}
+
 #[test]
 fn buffered_writes_are_calls_into_the_cache() {
     require_root();

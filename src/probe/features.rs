@@ -162,6 +162,18 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         required: false,
     },
     TracepointSpec {
+        group: "filemap",
+        names: &["mm_filemap_get_pages"],
+        used_for: "--pagecache count: buffered reads counted without the syscall hooks",
+        required: false,
+    },
+    TracepointSpec {
+        group: "filemap",
+        names: &["mm_filemap_add_to_page_cache"],
+        used_for: "--pagecache count: pages the traced processes added to the cache",
+        required: false,
+    },
+    TracepointSpec {
         group: "block",
         names: &["block_rq_insert"],
         used_for: "scheduler insert (not with scheduler none)",

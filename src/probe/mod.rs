@@ -183,7 +183,10 @@ mod mirrors {
         counter::C_PC_BYTES_COPIED => PcBytesCopied,
         counter::C_WB_DIRTIED => WbDirtied,
         counter::C_WB_BYTES => WbBytes,
-        counter::C_WB_FILES_FULL => WbFilesFull
+        counter::C_WB_FILES_FULL => WbFilesFull,
+        counter::C_PCC_READS => PccReads,
+        counter::C_PCC_PAGES => PccPages,
+        counter::C_PCC_ADDED => PccAdded
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

@@ -49,6 +49,8 @@ pub struct TraceOpts {
     pub doorbell: Doorbell,
     /// Hooks whose name contains one of these are not attached (to measure a family's cost).
     pub skip_hooks: Vec<String>,
+    /// `--pagecache`: split buffered calls (the syscall hooks) or count the page cache.
+    pub pagecache: PageCacheMode,
 }
 
 /// The posted_at map, mapped into this process for the generator (see loadgen::posted_clock);
@@ -117,6 +119,17 @@ pub enum Doorbell {
     Off,
 }
 
+/// How the page cache is followed (`--pagecache`): each buffered call split into on CPU, waited
+/// and run queue through the syscall hooks (split), or counted per CPU from filemap's own
+/// tracepoints, one program per read and no syscall hook (count: ~0.4 us of BPF less per cached
+/// read, scripts/bench-overhead.sh cached; no call is timed and no syscall route followed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PageCacheMode {
+    #[default]
+    Split,
+    Count,
+}
+
 fn doorbell_via(nvme: bool, want: Doorbell) -> QueueRqVia {
     match want {
         _ if !nvme => QueueRqVia::Off,
@@ -151,6 +164,8 @@ struct PhasesPlan {
     dirty_throttle: bool,
     /// writeback:writeback_dirty_folio/start/written (whose pages the flushers write, and why).
     writeback: bool,
+    /// filemap:mm_filemap_get_pages/add_to_page_cache (--pagecache count).
+    pc_count: bool,
 }
 
 fn configure_phases(
@@ -219,6 +234,8 @@ fn configure_phases(
     p.wb_dirty_folio.set_autoload(btf && plan.writeback);
     p.wb_start.set_autoload(btf && plan.writeback);
     p.wb_written.set_autoload(btf && plan.writeback);
+    p.pcc_get_pages.set_autoload(btf && plan.pc_count);
+    p.pcc_add_folio.set_autoload(btf && plan.pc_count);
     p.sys_enter.set_autoload(btf && plan.sys_enter);
     p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
     p.sys_exit.set_autoload(btf && plan.sys_exit);
@@ -252,8 +269,18 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let uring_complete = has("io_uring", "io_uring_complete");
     let uring_async = has("io_uring", "io_uring_queue_async_work");
     let nvme = has("nvme", "nvme_setup_cmd");
-    let sys_enter = has("raw_syscalls", "sys_enter");
-    let sys_exit = has("raw_syscalls", "sys_exit");
+    // --pagecache count: filemap's tracepoints count the page cache, and the syscall pair, which
+    // fires on every system call, is not attached at all.
+    let pc_count = opts.pagecache == PageCacheMode::Count;
+    if pc_count {
+        anyhow::ensure!(
+            btf && has("filemap", "mm_filemap_get_pages") && has("filemap", "mm_filemap_add_to_page_cache"),
+            "--pagecache count needs filemap:mm_filemap_get_pages and mm_filemap_add_to_page_cache \
+             through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel"
+        );
+    }
+    let sys_enter = !pc_count && has("raw_syscalls", "sys_enter");
+    let sys_exit = !pc_count && has("raw_syscalls", "sys_exit");
 
     // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
     // verifier loses them (said in the report), not the trace. Each failed load drops the
@@ -278,6 +305,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             && has("writeback", "writeback_start")
             && has("writeback", "writeback_written"),
         splits: has("block", "block_split"),
+        pc_count,
     };
     let mut load_notes: Vec<ProbeStatus> = Vec::new();
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
@@ -373,6 +401,18 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
 
     let (pp, cp) = (&phases.progs, &counts.progs);
     let hooks: Vec<Hook> = vec![
+        Hook {
+            name: "filemap:mm_filemap_get_pages",
+            required: false,
+            prog: pc_count.then_some(&pp.pcc_get_pages),
+            tracepoint: None,
+        },
+        Hook {
+            name: "filemap:mm_filemap_add_to_page_cache",
+            required: false,
+            prog: pc_count.then_some(&pp.pcc_add_folio),
+            tracepoint: None,
+        },
         Hook {
             name: "raw_syscalls:sys_enter",
             required: false,

@@ -362,6 +362,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         );
         render_sync_calls(sc, known, w)?;
     }
+    if let Some(c) = &t.page_cache_counted {
+        writeln!(
+            w,
+            "\n  page cache (counted, --pagecache count: no call timed)  {} reads asked for {} pages; the traced \
+             processes added {} pages to the cache ({})",
+            c.reads,
+            c.pages_read,
+            c.pages_added,
+            c.added_per_page_read.map_or("no page read".to_owned(), |r| format!("{:.4} per page read", r))
+        )?;
+    }
     if let Some(wb) = &t.writeback {
         render_writeback(wb, w)?;
     }
