@@ -202,7 +202,8 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
  * releases bios from its dispatch work); one queued from its own process (the submitter, the SQ
  * thread, an io-wq worker) was not. */
-static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall)
+/* False when the bio belongs to no I/O followed (the caller says why). */
+static __always_inline bool on_bio_queue(struct bio *bio)
 {
 	struct task_struct *cur;
 	struct link_slot *l;
@@ -211,11 +212,8 @@ static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall
 	__u64 now;
 
 	s = io_of_bio_derived(bio, &stacked);
-	if (!s) {
-		if (in_traced_syscall)
-			count(C_BIOS_UNTAGGED, 1);
-		return;
-	}
+	if (!s)
+		return false;
 	l = links_claim((__u64)bio, 0, &existed);
 	if (l) {
 		l->io_key = s->key;
@@ -230,13 +228,14 @@ static __always_inline void on_bio_queue(struct bio *bio, bool in_traced_syscall
 			s->lower_queue_ts = now;
 	}
 	if (s->r.queue_ts)
-		return;
+		return true;
 	s->r.queue_ts = now;
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
 	cur = bpf_get_current_task_btf();
 	if (cur->tgid != s->r.tgid && (cur->flags & PF_WQ_WORKER))
 		s->r.mode |= RF_THROTTLED;
+	return true;
 }
 
 static __always_inline bool issue_one(struct bio *bio, __u64 now)

@@ -130,6 +130,33 @@ static __always_inline void io_route_subphases(struct io_slot *s)
 		record(PH_STACK_UP, s->top_end_ts - r->complete_ts);
 }
 
+/* io_uring on a buffered file: no bio of its own. The kernel's part (submitted -> posted) and
+ * the reap (posted -> reaped) are its phases; with the application's and the tracer's rows they
+ * add up to the request's latency. */
+static __always_inline bool io_close_cached(struct io_record *r, bool alone)
+{
+	__u64 end = r->reap_ts;
+
+	if (!r->posted_ts || r->posted_ts < r->submit_ts || end < r->posted_ts) {
+		count(C_DISORDERED, 1);
+		return false;
+	}
+	record(PH_UPC_KERNEL, r->posted_ts - r->submit_ts);
+	if (r->mode & RF_INLINE)
+		count(C_UPC_INLINE, 1);
+	else
+		record(PH_UPC_ASYNC, r->posted_ts - r->submit_ts);
+	if (r->mode & RF_NO_REAP)
+		count(C_NO_REAP, 1);
+	else
+		record(PH_UPC_REAP, end - r->posted_ts);
+	record(PH_UPC, end - r->submit_ts);
+	count_route(RK_URING_CACHED, r->mode & RF_WRITE);
+	if (alone)
+		record(PH_TRACER_REAP, bpf_ktime_get_ns() - end);
+	return true;
+}
+
 /* The end of an I/O's trip: reaped at r->reap_ts (or, RF_NO_REAP, when posted). True when it
  * landed in the histograms. `alone`: the one I/O its syscall returns (sync), so iopath's own
  * work closing it is timed here; a batch's caller times the whole batch (record_reap_batch). */
@@ -139,6 +166,8 @@ static __always_inline bool io_close(struct io_record *r, bool alone)
 	bool write = r->mode & RF_WRITE;
 	__u32 m = r->mode & MODE_MASK;
 
+	if (!r->queue_ts && (r->mode & RF_CACHED))
+		return io_close_cached(r, alone);
 	if (!r->queue_ts) {
 		/* Not block I/O of its own: a page-cache hit, a pipe, a socket, a NOP. */
 		count(C_NO_BLOCK_IO, 1);

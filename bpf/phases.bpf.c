@@ -257,6 +257,57 @@ static __always_inline struct task_ctx *task_ctx(bool create)
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
+/* ---- files: what an fd or a request's file is ---- */
+
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+
+/* Only reads and writes of files and block devices are I/O to follow: a pipe or a socket never
+ * reaches a disk, and counting them as I/O that "moved no block I/O" would hide the page cache's
+ * share. */
+#define O_DIRECT_FLAG 040000 /* x86_64 (core_fixes.bpf.h #11: this tool reads x86_64 numbers) */
+
+/* What a sync call's fd is: 0 not a disk file, 1 direct I/O, 2 buffered (the page cache). */
+enum fd_kind { FD_OTHER = 0, FD_DIRECT = 1, FD_BUFFERED = 2 };
+
+/* The page-cache route's families (task_ctx.buffered) and their first phase. */
+enum pc_family { PC_NONE = 0, PC_READ = 1, PC_WRITE = 2, PC_SYNC = 3, PC_COPY = 4 };
+
+#define O_DSYNC_FLAG 010000 /* O_SYNC is __O_SYNC | O_DSYNC: this bit is set by both */
+#define RWF_DSYNC 0x00000002
+#define RWF_SYNC 0x00000004
+
+/* The open file behind `fd`. The task's fd table is walked with plain loads where the program
+ * has BTF pointers (tp_btf), probe reads otherwise: four probe reads were a third of sys_enter's
+ * 427 ns on a cached buffered read (scripts/bench-overhead.sh cached, --prog-stats). */
+static __always_inline struct file *fd_file(__u64 fd, bool btf)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct fdtable *fdt = btf ? cur->files->fdt : BPF_CORE_READ(cur, files, fdt);
+	struct file **fds, *f = NULL;
+
+	if (!fdt || fd >= RQ_READ(btf, fdt, max_fds))
+		return NULL;
+	fds = RQ_READ(btf, fdt, fd);
+	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]))
+		return NULL;
+	return f;
+}
+
+static __always_inline enum fd_kind fd_kind(struct file *f)
+{
+	__u32 mode;
+
+	if (!f)
+		return FD_OTHER;
+	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	if (mode != S_IFREG && mode != S_IFBLK)
+		return FD_OTHER;
+	return (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) ? FD_DIRECT : FD_BUFFERED;
+}
+
 /* ---- route: io_uring (the submitting thread, the SQ thread, io-wq workers) ---- */
 
 /* The application's stamp (targ_app_stamp) in user data: UD_STAMP_BITS of ns, unwrapped against
@@ -293,8 +344,13 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	__u64 now, start;
 	__u32 mode = MODE_URING;
 
-	if (!traced(tgid) || !uring_rw_opcode(RQ_READ(btf, req, opcode)))
+	__u8 op = RQ_READ(btf, req, opcode);
+
+	if (!traced(tgid) || !uring_rw_opcode(op))
 		return 0;
+	/* A buffered file's request has no bio to say it writes: the opcode does. */
+	if (op == 2 || op == 5 || op == 23)
+		mode |= RF_WRITE;
 	now = bpf_ktime_get_ns();
 	start = now;
 	t = task_ctx(false);
@@ -352,6 +408,21 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		return 0;
 	now = bpf_ktime_get_ns();
 	s->r.posted_ts = now;
+	/* No bio of its own: a read or write of a buffered file served by the page cache (its
+	 * readahead, if any, serves the cache, not this request). Inline when posted inside the
+	 * io_uring_enter that submitted it (the claim started at that call's entry); otherwise it
+	 * waited for a page and was retried from task work, or was punted to io-wq. The request
+	 * comes as a void pointer in every version of this tracepoint: probe reads. */
+	if (!s->r.queue_ts && fd_kind(BPF_CORE_READ(req, file)) == FD_BUFFERED) {
+		int res = BPF_CORE_READ(req, cqe.res);
+
+		s->r.mode |= RF_CACHED;
+		if (res > 0)
+			count(C_UPC_BYTES, res);
+		t = task_ctx(false);
+		if (t && t->in_submit && t->enter_ts == s->r.submit_ts)
+			s->r.mode |= RF_INLINE;
+	}
 	cur = bpf_get_current_task_btf();
 	if (cur->flags & PF_IO_WORKER) {
 		s->r.mode |= RF_NO_REAP;
@@ -594,55 +665,6 @@ static __always_inline int on_getevents_exit(long ret)
 /* ---- route: synchronous read/write (the I/O happens inside the syscall; the task owns it) ---- */
 
 #define RWF_HIPRI 0x00000001
-#define S_IFMT 00170000
-#define S_IFDIR 0040000
-#define S_IFREG 0100000
-#define S_IFBLK 0060000
-
-/* Only reads and writes of files and block devices are I/O to follow: a pipe or a socket never
- * reaches a disk, and counting them as I/O that "moved no block I/O" would hide the page cache's
- * share. */
-#define O_DIRECT_FLAG 040000 /* x86_64 (core_fixes.bpf.h #11: this tool reads x86_64 numbers) */
-
-/* What a sync call's fd is: 0 not a disk file, 1 direct I/O, 2 buffered (the page cache). */
-enum fd_kind { FD_OTHER = 0, FD_DIRECT = 1, FD_BUFFERED = 2 };
-
-/* The page-cache route's families (task_ctx.buffered) and their first phase. */
-enum pc_family { PC_NONE = 0, PC_READ = 1, PC_WRITE = 2, PC_SYNC = 3, PC_COPY = 4 };
-
-#define O_DSYNC_FLAG 010000 /* O_SYNC is __O_SYNC | O_DSYNC: this bit is set by both */
-#define RWF_DSYNC 0x00000002
-#define RWF_SYNC 0x00000004
-
-/* The open file behind `fd`. The task's fd table is walked with plain loads where the program
- * has BTF pointers (tp_btf), probe reads otherwise: four probe reads were a third of sys_enter's
- * 427 ns on a cached buffered read (scripts/bench-overhead.sh cached, --prog-stats). */
-static __always_inline struct file *fd_file(__u64 fd, bool btf)
-{
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct fdtable *fdt = btf ? cur->files->fdt : BPF_CORE_READ(cur, files, fdt);
-	struct file **fds, *f = NULL;
-
-	if (!fdt || fd >= RQ_READ(btf, fdt, max_fds))
-		return NULL;
-	fds = RQ_READ(btf, fdt, fd);
-	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]))
-		return NULL;
-	return f;
-}
-
-static __always_inline enum fd_kind fd_kind(struct file *f)
-{
-	__u32 mode;
-
-	if (!f)
-		return FD_OTHER;
-	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
-	if (mode != S_IFREG && mode != S_IFBLK)
-		return FD_OTHER;
-	return (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) ? FD_DIRECT : FD_BUFFERED;
-}
-
 /* A buffered read, write or sync call starts: timed here and at the exit, split by the
  * scheduler hooks; no per-I/O slot (its bios, readahead, serve the cache, not this call). */
 static __always_inline void pc_start(struct task_ctx *t, enum pc_family family, struct file *f,
@@ -1057,7 +1079,16 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 		count(t->buffered == PC_SYNC ? C_SYNC_BIO_BYTES : C_PC_BIO_BYTES, size);
 	}
 queue:
-	on_bio_queue(bio, in_sys);
+	if (on_bio_queue(bio) || !in_sys)
+		return 0;
+	/* The submitting call of io_uring requests on buffered files queues their readahead (or
+	 * writeback): pages of a file's cache, the page cache's I/O, not lost. */
+	if (t->in_submit && bio_file(bio)) {
+		count(C_UPC_BIOS, 1);
+		count(C_UPC_BIO_BYTES, BPF_CORE_READ(bio, bi_iter.bi_size));
+		return 0;
+	}
+	count(C_BIOS_UNTAGGED, 1);
 	return 0;
 }
 

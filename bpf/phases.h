@@ -113,7 +113,15 @@ enum phase {
 	 * time stamps) and issued -> completed. A request counts for its first bio's file. */
 	PH_WB_BLOCK = 47,
 	PH_WB_DEVICE = 48,
-	NR_PHASES = 49,
+	/* io_uring reads and writes of buffered files (the page cache): no bio of their own. The
+	 * kernel's part is submission -> posted (the lookup and copy inline, or the wait for a page
+	 * and the retry from task work, or an io-wq punt); then the reap. ASYNC: the kernel's part
+	 * of those not completed inside the submitting call. */
+	PH_UPC = 49,
+	PH_UPC_KERNEL = 50,
+	PH_UPC_REAP = 51,
+	PH_UPC_ASYNC = 52,
+	NR_PHASES = 53,
 };
 
 /* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
@@ -193,6 +201,11 @@ enum counter {
 	C_PCC_READS, /* filemap_get_pages calls of the traced processes (one per cached read) */
 	C_PCC_PAGES, /* pages they asked for */
 	C_PCC_ADDED, /* pages they added to the cache (a miss, readahead, a new page written) */
+	/* io_uring on buffered files */
+	C_UPC_INLINE,	 /* completed inside the submitting io_uring_enter (the cache had it) */
+	C_UPC_BIOS,	 /* bios the submitting call queued for them (readahead, writeback) */
+	C_UPC_BIO_BYTES, /* ... and their bytes */
+	C_UPC_BYTES,	 /* bytes the requests moved (their CQEs' results) */
 	NR_COUNTERS,
 };
 
@@ -214,22 +227,25 @@ enum route_flag {
 	RF_HIPRI = 1 << 21,   /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
 	RF_NO_REAP = 1 << 22, /* closed when posted: the reap is not visible to any probe */
 	RF_STACKED = 1 << 23, /* went through a stacked device: its bios were cloned (dm, md) */
+	RF_CACHED = 1 << 24,  /* io_uring on a buffered file: the page cache, no bio of its own */
+	RF_INLINE = 1 << 25,  /* ... completed inside the submitting io_uring_enter */
 };
 #define MODE_MASK 0xffff
 
 /* routes map keys: route kind * 2 + (write ? 1 : 0). */
 enum route_kind {
-	RK_URING = 0,	  /* io_uring from the submitting thread */
-	RK_SQPOLL = 1,	  /* io_uring SQ thread */
-	RK_IOWQ = 2,	  /* io_uring io-wq worker */
-	RK_AIO = 3,	  /* libaio */
-	RK_SYNC = 4,	  /* synchronous syscalls */
-	RK_THROTTLED = 5, /* also counted under its submit route */
-	RK_SPLIT = 6,	  /* likewise */
-	RK_HIPRI = 7,	  /* likewise */
-	RK_STACKED = 8,	  /* likewise */
-	RK_PAGECACHE = 9, /* buffered read/write of a file: through the page cache */
-	NR_ROUTE_KINDS = 10,
+	RK_URING = 0,	      /* io_uring from the submitting thread */
+	RK_SQPOLL = 1,	      /* io_uring SQ thread */
+	RK_IOWQ = 2,	      /* io_uring io-wq worker */
+	RK_AIO = 3,	      /* libaio */
+	RK_SYNC = 4,	      /* synchronous syscalls */
+	RK_THROTTLED = 5,     /* also counted under its submit route */
+	RK_SPLIT = 6,	      /* likewise */
+	RK_HIPRI = 7,	      /* likewise */
+	RK_STACKED = 8,	      /* likewise */
+	RK_PAGECACHE = 9,     /* buffered read/write of a file: through the page cache */
+	RK_URING_CACHED = 10, /* io_uring read/write of a buffered file */
+	NR_ROUTE_KINDS = 11,
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 

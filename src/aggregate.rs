@@ -211,6 +211,9 @@ pub struct TraceSummary {
     /// None in the default split mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache_counted: Option<PageCacheCounted>,
+    /// io_uring reads and writes of buffered files; None when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring_cached: Option<UringCached>,
     /// Set from `reconcile` once the application's own latency is known (None until then, and
     /// in reports made before the check existed).
     #[serde(default)]
@@ -591,6 +594,47 @@ fn writeback(raw: &RawTrace) -> Option<Writeback> {
     })
 }
 
+/// io_uring reads and writes of buffered files: the page cache serves them, no bio of their own.
+/// With the application's and the tracer's rows, kernel + reap add up to the request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UringCached {
+    /// Submitted (its io_uring_enter) -> reaped.
+    pub total: PhaseStats,
+    /// Submitted -> posted: the lookup and copy inside the submitting call, or the wait for a
+    /// page (its readahead in flight) and the retry from task work, or an io-wq punt.
+    pub kernel: PhaseStats,
+    /// The kernel's part of those not completed inside the submitting call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_inline: Option<PhaseStats>,
+    /// Posted -> reaped.
+    pub reap: PhaseStats,
+    /// Completed inside the submitting call (the cache had the data) over all of them.
+    pub inline_ratio: f64,
+    /// Bios their submitting calls queued (readahead, writeback) and their bytes.
+    pub bios: u64,
+    pub bio_bytes: u64,
+    /// Bytes the requests moved (their completions' results).
+    #[serde(default)]
+    pub bytes: u64,
+}
+
+fn uring_cached(raw: &RawTrace) -> Option<UringCached> {
+    let total = raw.phase(Phase::Upc);
+    (total.count > 0).then(|| {
+        let not_inline = raw.phase(Phase::UpcAsync);
+        UringCached {
+            total: stats(&total),
+            kernel: stats(&raw.phase(Phase::UpcKernel)),
+            not_inline: (not_inline.count > 0).then(|| stats(&not_inline)),
+            reap: stats(&raw.phase(Phase::UpcReap)),
+            inline_ratio: raw.counter(Counter::UpcInline) as f64 / total.count as f64,
+            bios: raw.counter(Counter::UpcBios),
+            bio_bytes: raw.counter(Counter::UpcBioBytes),
+            bytes: raw.counter(Counter::UpcBytes),
+        }
+    })
+}
+
 /// The page cache as `--pagecache count` sees it: one program per filemap_get_pages call of the
 /// traced processes (a buffered read's lookup) and one per folio they added to the cache.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -654,18 +698,24 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     };
     // Recorded for the I/Os a syscall reaped (not those SQPOLL's application takes from the CQ
     // ring): its share of the mean over every I/O followed.
+    let uring_cached = uring_cached(raw);
+    let upc_n = uring_cached.as_ref().map_or(0, |u| u.total.count);
     let tracer_mean_ns = phases.tracer_reap.as_ref().map_or(0, |r| {
-        let all = phases.total.count.max(r.count);
+        let all = (phases.total.count + upc_n).max(r.count);
         (r.mean_ns as u128 * r.count as u128 / all.max(1) as u128) as u64
     });
-    let phase_sum_mean_ns = phases.app_before_submit.as_ref().map_or(0, |a| a.mean_ns)
+    // The application's and the tracer's rows belong to both populations io_uring closes: the
+    // I/Os with bios, and those on buffered files (a generator job is one or the other).
+    let app_mean_ns = phases.app_before_submit.as_ref().map_or(0, |a| a.mean_ns);
+    let phase_sum_mean_ns = app_mean_ns
         + tracer_mean_ns
         + phases.submission.mean_ns
         + phases.block.mean_ns
         + phases.device.mean_ns
         + phases.completion.mean_ns;
     // Every I/O followed end to end lands once in the total histogram (the reap histogram misses
-    // those whose reap no probe sees); every buffered call once in its page-cache total.
+    // those whose reap no probe sees); every buffered call once in its page-cache total, every
+    // io_uring request on a buffered file once in its own.
     let direct = raw.phase(Phase::Total).count;
     let page_cache = page_cache(raw);
     let (pc_n, pc_weighted) = page_cache.as_ref().map_or((0, 0u128), |pc| {
@@ -674,6 +724,13 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
             .filter_map(|s| s.as_ref())
             .fold((0, 0u128), |(n, w), s| (n + s.total.count, w + s.sum_of_means_ns() as u128 * s.total.count as u128))
     });
+    let (pc_n, pc_weighted) = match &uring_cached {
+        Some(u) => (
+            pc_n + upc_n,
+            pc_weighted + (app_mean_ns + tracer_mean_ns + u.kernel.mean_ns + u.reap.mean_ns) as u128 * upc_n as u128,
+        ),
+        None => (pc_n, pc_weighted),
+    };
     // The application's mean over both populations, weighted by their counts.
     let phase_sum_mean_ns = if pc_n == 0 {
         phase_sum_mean_ns
@@ -729,7 +786,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
         events: raw.events_received,
-        routes: routes(raw, direct),
+        routes: routes(raw, direct + upc_n),
         syscalls,
         no_block_io: raw.counter(Counter::NoBlockIo),
         reap_not_seen: raw.counter(Counter::NoReap),
@@ -740,6 +797,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         sync_calls: sync_calls(raw),
         writeback: writeback(raw),
         page_cache_counted: page_cache_counted(raw),
+        uring_cached,
         reconciliation: None,
     }
 }
@@ -774,6 +832,7 @@ fn route_key(k: RouteKind) -> &'static str {
         RouteKind::Hipri => "hipri",
         RouteKind::Stacked => "stacked",
         RouteKind::PageCache => "pagecache",
+        RouteKind::UringCached => "uring_cached",
     }
 }
 

@@ -147,6 +147,15 @@ pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Resul
                 per_io.insert("pc write_throttled_us".to_owned(), th.throttled.mean_ns as f64 / 1000.0);
             }
         }
+        // io_uring reads of buffered files: served inside the submitting call is a hit, and the
+        // kernel's time of the others (waiting for their page) spread over every request is the
+        // wait per read. Reads only: ext4 punts buffered writes to io-wq, which is no miss.
+        let uring_reads = t.routes.iter().any(|rt| rt.key == "uring_cached" && rt.writes == 0);
+        if let Some(u) = t.uring_cached.as_ref().filter(|_| uring_reads && t.page_cache.is_none()) {
+            let waited = u.not_inline.as_ref().map_or(0.0, |n| n.mean_ns as f64 * n.count as f64);
+            per_io.insert("pc read_hit_ratio".to_owned(), u.inline_ratio);
+            per_io.insert("pc read_waited_us".to_owned(), waited / u.total.count.max(1) as f64 / 1000.0);
+        }
         per_io.insert(
             "ctx_involuntary".to_owned(),
             if r.ios > 0 { t.ctx_involuntary as f64 / r.ios as f64 } else { 0.0 },

@@ -8,12 +8,12 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 49;
-pub const NR_COUNTERS: usize = 60;
+pub const NR_PHASES: usize = 53;
+pub const NR_COUNTERS: usize = 64;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
-pub const NR_ROUTE_KINDS: usize = 10;
+pub const NR_ROUTE_KINDS: usize = 11;
 pub const NR_SYSCALL_SLOTS: usize = 512;
 
 /// `enum phase` of bpf/phases.h.
@@ -68,6 +68,10 @@ pub enum Phase {
     PcCopyThrottled = 46,
     WbBlock = 47,
     WbDevice = 48,
+    Upc = 49,
+    UpcKernel = 50,
+    UpcReap = 51,
+    UpcAsync = 52,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -84,6 +88,8 @@ pub enum RouteKind {
     Stacked = 8,
     /// Buffered reads and writes of files: shown in the page-cache table, not the routes.
     PageCache = 9,
+    /// io_uring reads and writes of buffered files.
+    UringCached = 10,
 }
 
 impl RouteKind {
@@ -98,6 +104,7 @@ impl RouteKind {
         RouteKind::Hipri,
         RouteKind::Stacked,
         RouteKind::PageCache,
+        RouteKind::UringCached,
     ];
 
     /// The report's name for it.
@@ -113,12 +120,13 @@ impl RouteKind {
             RouteKind::Hipri => "RWF_HIPRI (polled sync)",
             RouteKind::Stacked => "stacked device (dm, md)",
             RouteKind::PageCache => "page cache (buffered)",
+            RouteKind::UringCached => "io_uring on a buffered file (page cache)",
         }
     }
 
     /// Submit routes partition the I/Os; the others are properties some of them have.
     pub fn is_submit_route(self) -> bool {
-        (self as usize) < RouteKind::Throttled as usize
+        (self as usize) < RouteKind::Throttled as usize || self == RouteKind::UringCached
     }
 }
 
@@ -189,6 +197,10 @@ pub enum Counter {
     PccReads,
     PccPages,
     PccAdded,
+    UpcInline,
+    UpcBios,
+    UpcBioBytes,
+    UpcBytes,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

@@ -222,29 +222,36 @@ fn fio_baseline_and_bad_inputs() {
 }
 
 /// The same buffered-read job with its file cached, then after `echo 1 > drop_caches`: the
-/// comparison leads with the page cache (hit ratio down, reads waiting for the device).
+/// comparison leads with the page cache (hit ratio down, reads waiting for the device), for sync
+/// reads and for io_uring's (served inside the submitting call, or waiting for their page).
 #[test]
 fn dropped_page_cache_is_named() {
     require_root();
     let _s = serial();
-    let (_l, _m, f) = cold_fs("cmp-dropcache", 64);
-    let d = scratch("cmp-dropcache-out");
-    let job = ["--file", &f, "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "16384"];
-    trace_to(&d.join("warmup"), &job);
-    trace_to(&d.join("before"), &job);
-    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
-    trace_to(&d.join("after"), &job);
-    let c = compare_json(&d.join("before/report.json"), &d.join("after/report.json"), &d.join("cmp"));
-    let per_io = |k: &str| c["per_io"].as_array().unwrap().iter().find(|x| x[0] == k).unwrap()[1].clone();
-    let (hit, waited) = (per_io("pc read_hit_ratio"), per_io("pc read_waited_us"));
-    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
-    // Readahead keeps the hit ratio high after the drop (99.85% once): the wait tells.
-    assert!(f(&hit, "before") >= 0.999 && f(&hit, "after") < f(&hit, "before"), "{hit}");
-    assert!(f(&waited, "before") < 0.5 && f(&waited, "after") >= 1.0, "{waited}");
-    let cause = c["causes"][0].as_str().unwrap();
-    assert!(cause.starts_with("the page cache: buffered reads found their data cached 100.0% -> "), "{}", c["causes"]);
-    assert!(cause.contains("the cache was dropped"), "{cause}");
-    assert!(c["verdict"].as_str().unwrap().contains("Likely cause: the page cache"), "{}", c["verdict"]);
+    for engine in ["psync", "uring"] {
+        let (_l, _m, f) = cold_fs(&format!("cmp-dropcache-{engine}"), 64);
+        let d = scratch(&format!("cmp-dropcache-{engine}-out"));
+        let job = ["--file", &f, "--engine", engine, "--rw", "read", "--direct", "false", "--ios", "16384"];
+        trace_to(&d.join("warmup"), &job);
+        trace_to(&d.join("before"), &job);
+        std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+        trace_to(&d.join("after"), &job);
+        let c = compare_json(&d.join("before/report.json"), &d.join("after/report.json"), &d.join("cmp"));
+        let per_io = |k: &str| c["per_io"].as_array().unwrap().iter().find(|x| x[0] == k).unwrap()[1].clone();
+        let (hit, waited) = (per_io("pc read_hit_ratio"), per_io("pc read_waited_us"));
+        let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+        // Readahead keeps the hit ratio high after the drop (99.85% once): the wait tells.
+        assert!(f(&hit, "before") >= 0.999 && f(&hit, "after") < f(&hit, "before"), "{engine}: {hit}");
+        assert!(f(&waited, "before") < 0.5 && f(&waited, "after") >= 1.0, "{engine}: {waited}");
+        let cause = c["causes"][0].as_str().unwrap();
+        assert!(
+            cause.starts_with("the page cache: buffered reads found their data cached 100.0% -> "),
+            "{engine}: {}",
+            c["causes"]
+        );
+        assert!(cause.contains("the cache was dropped"), "{engine}: {cause}");
+        assert!(c["verdict"].as_str().unwrap().contains("Likely cause: the page cache"), "{engine}: {}", c["verdict"]);
+    }
 }
 
 /// Buffered writes of 64 MiB with the default dirty limits, then with vm.dirty_bytes at 4 MiB:

@@ -114,6 +114,93 @@ fn the_page_cache_counted_without_the_syscall_hooks() {
     assert!(!out.status.success() && err.contains("use it with --direct false"), "{err}");
 }
 
+/// io_uring reads of a buffered file: no bio of their own. Each request is followed from its
+/// io_uring_enter to its reap (in the kernel: inline from the cache, or waiting for a page), the
+/// table reconciles with the generator's own latency, and the readahead its submitting calls
+/// queued is set against what the device read. A warm pass completes every request inline.
+#[test]
+fn io_uring_buffered_reads_are_followed() {
+    require_root();
+    let _s = serial();
+    let (l, _m, f) = cold_fs("pc-uring", 64);
+    let job =
+        ["--file", f.as_str(), "--engine", "uring", "--qd", "4", "--rw", "read", "--direct", "false", "--ios", "16384"];
+    let before = disk_stat(&l.0);
+    let cold = json_of("trace", &job);
+    let dev = delta(before, disk_stat(&l.0));
+    let u = &cold["uring_cached"];
+    assert_eq!(u["total"]["count"].as_u64(), Some(16384), "every request followed: {u}");
+    assert_eq!(u["bytes"].as_u64(), Some(64 << 20), "their completions' bytes: {u}");
+    assert_eq!(cold["reconciliation"]["reconciled"], true, "{}", cold["reconciliation"]);
+    assert_eq!(cold["routes"][0]["key"], "uring_cached", "{}", cold["routes"]);
+    assert_eq!(cold["routes"][0]["share"].as_f64(), Some(1.0), "{}", cold["routes"]);
+    // A cold file: some requests waited for their page, and the device read the file (its
+    // readahead, queued by the submitting calls; the file system's metadata besides).
+    assert!(u["not_inline"]["count"].as_u64().unwrap_or(0) >= 1, "{u}");
+    let bio_bytes = u["bio_bytes"].as_u64().unwrap();
+    assert!(
+        bio_bytes >= 64 << 20 && bio_bytes <= dev[1] * 512,
+        "{bio_bytes} bytes of readahead, the device read {dev:?}"
+    );
+    assert_eq!(cold["lost_events"]["untagged_bios"].as_u64(), Some(0), "the readahead is the page cache's, not lost");
+
+    let before = disk_stat(&l.0);
+    let warm = json_of("trace", &job);
+    assert_eq!(delta(before, disk_stat(&l.0))[0], 0, "a warm cache reads nothing from the device");
+    let u = &warm["uring_cached"];
+    assert_eq!(u["inline_ratio"].as_f64(), Some(1.0), "every request served inside its submitting call: {u}");
+    assert!(u["not_inline"].is_null() && u["bios"].as_u64() == Some(0), "{u}");
+    assert_eq!(warm["reconciliation"]["reconciled"], true, "{}", warm["reconciliation"]);
+}
+
+/// fio's io_uring engine on a buffered file, traced from outside: its requests and bytes against
+/// fio's own counts, reconciled with the traced syscalls; and io_uring buffered writes (ext4 punts
+/// them to io-wq), followed to their reap.
+#[test]
+fn fio_io_uring_buffered_and_uring_buffered_writes() {
+    require_root();
+    let _s = serial();
+    let (_l, _m, f) = cold_fs("pc-uring-fio", 32);
+    let d = scratch("pc-uring-fio-out");
+    let fio_json = d.join("fio.json");
+    let out = iopath(&[
+        "trace",
+        "--json",
+        "-",
+        "--",
+        "fio",
+        "--name=b",
+        &format!("--filename={f}"),
+        "--ioengine=io_uring",
+        "--iodepth=8",
+        "--rw=read",
+        "--bs=4k",
+        "--direct=0",
+        "--size=32m",
+        "--output-format=json",
+        &format!("--output={}", fio_json.display()),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fio: Value = serde_json::from_str(&std::fs::read_to_string(&fio_json).unwrap()).unwrap();
+    let fr = &fio["jobs"][0]["read"];
+    assert_eq!(fr["total_ios"].as_u64(), Some(8192), "fio's own count");
+    let u = &r["uring_cached"];
+    assert_eq!(u["total"]["count"].as_u64(), fr["total_ios"].as_u64(), "{u}");
+    assert_eq!(u["bytes"].as_u64(), fr["io_bytes"].as_u64(), "{u}");
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
+
+    let w = json_of(
+        "trace",
+        &["--file", &f, "--engine", "uring", "--qd", "8", "--rw", "randwrite", "--direct", "false", "--ios", "4096"],
+    );
+    let u = &w["uring_cached"];
+    assert_eq!(u["total"]["count"].as_u64(), Some(4096), "{u}");
+    assert_eq!(u["bytes"].as_u64(), Some(16 << 20), "{u}");
+    assert_eq!(w["routes"][0]["writes"].as_u64(), Some(4096), "{}", w["routes"]);
+    assert_eq!(w["reconciliation"]["reconciled"], true, "{}", w["reconciliation"]);
+}
+
 #[test]
 fn buffered_writes_are_calls_into_the_cache() {
     require_root();

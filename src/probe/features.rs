@@ -390,11 +390,12 @@ pub const ROUTES: &[RouteSpec] = &[
         without_symbols: None,
     },
     RouteSpec {
-        name: "io_uring buffered I/O",
-        tracepoints: &[],
+        name: "io_uring buffered I/O (the page cache)",
+        tracepoints: &[SYSCALLS, SUBMIT, POSTED],
         symbols: &[],
-        note: "",
-        unsupported: Some("io_uring's buffered reads and writes count as 'no block I/O' yet"),
+        note: "io_uring_enter -> posted (inline from the cache, or the wait for a page and the retry, or an io-wq \
+               punt) -> reaped; the readahead its submitting calls queue",
+        unsupported: None,
         without_symbols: None,
     },
 ];

@@ -124,7 +124,11 @@ mod mirrors {
         phase::PH_PC_COPY_FLUSH => PcCopyFlush,
         phase::PH_PC_COPY_THROTTLED => PcCopyThrottled,
         phase::PH_WB_BLOCK => WbBlock,
-        phase::PH_WB_DEVICE => WbDevice
+        phase::PH_WB_DEVICE => WbDevice,
+        phase::PH_UPC => Upc,
+        phase::PH_UPC_KERNEL => UpcKernel,
+        phase::PH_UPC_REAP => UpcReap,
+        phase::PH_UPC_ASYNC => UpcAsync
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -186,7 +190,11 @@ mod mirrors {
         counter::C_WB_FILES_FULL => WbFilesFull,
         counter::C_PCC_READS => PccReads,
         counter::C_PCC_PAGES => PccPages,
-        counter::C_PCC_ADDED => PccAdded
+        counter::C_PCC_ADDED => PccAdded,
+        counter::C_UPC_INLINE => UpcInline,
+        counter::C_UPC_BIOS => UpcBios,
+        counter::C_UPC_BIO_BYTES => UpcBioBytes,
+        counter::C_UPC_BYTES => UpcBytes
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,
@@ -198,7 +206,8 @@ mod mirrors {
         route_kind::RK_SPLIT => Split,
         route_kind::RK_HIPRI => Hipri,
         route_kind::RK_STACKED => Stacked,
-        route_kind::RK_PAGECACHE => PageCache
+        route_kind::RK_PAGECACHE => PageCache,
+        route_kind::RK_URING_CACHED => UringCached
     );
     const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
     const _: () = assert!(wb_why::NR_WB_WHY.0 as usize == crate::model::NR_WB_WHY);

@@ -400,31 +400,39 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     }
 
     let (pp, cp) = (&phases.progs, &counts.progs);
-    let hooks: Vec<Hook> = vec![
-        Hook {
-            name: "filemap:mm_filemap_get_pages",
-            required: false,
-            prog: pc_count.then_some(&pp.pcc_get_pages),
-            tracepoint: None,
-        },
-        Hook {
-            name: "filemap:mm_filemap_add_to_page_cache",
-            required: false,
-            prog: pc_count.then_some(&pp.pcc_add_folio),
-            tracepoint: None,
-        },
-        Hook {
-            name: "raw_syscalls:sys_enter",
-            required: false,
-            prog: sys_enter.then_some(if btf { &pp.sys_enter } else { &pp.sys_enter_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "raw_syscalls:sys_exit",
-            required: false,
-            prog: sys_exit.then_some(if btf { &pp.sys_exit } else { &pp.sys_exit_raw }),
-            tracepoint: None,
-        },
+    // One mode's hooks or the other's: what a mode leaves out is not listed as missing.
+    let mut hooks: Vec<Hook> = if pc_count {
+        vec![
+            Hook {
+                name: "filemap:mm_filemap_get_pages",
+                required: false,
+                prog: Some(&pp.pcc_get_pages),
+                tracepoint: None,
+            },
+            Hook {
+                name: "filemap:mm_filemap_add_to_page_cache",
+                required: false,
+                prog: Some(&pp.pcc_add_folio),
+                tracepoint: None,
+            },
+        ]
+    } else {
+        vec![
+            Hook {
+                name: "raw_syscalls:sys_enter",
+                required: false,
+                prog: sys_enter.then_some(if btf { &pp.sys_enter } else { &pp.sys_enter_raw }),
+                tracepoint: None,
+            },
+            Hook {
+                name: "raw_syscalls:sys_exit",
+                required: false,
+                prog: sys_exit.then_some(if btf { &pp.sys_exit } else { &pp.sys_exit_raw }),
+                tracepoint: None,
+            },
+        ]
+    };
+    hooks.extend([
         Hook {
             name: if uring_sqe { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" },
             required: false,
@@ -601,9 +609,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             prog: dma_unmap.map(|_| if btf { &cp.dma_unmap_btf } else { &cp.dma_unmap }),
             tracepoint: if btf { None } else { dma_unmap.map(|n| ("dma", n)) },
         },
-    ];
-
-    let mut hooks = hooks;
+    ]);
     if btf {
         // Needs the woken task's storage: BTF task pointers, so tp_btf only.
         hooks.push(Hook {

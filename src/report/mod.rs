@@ -249,6 +249,8 @@ impl Report {
         total.merge(&pc_writes);
         // copy_file_range / sendfile: I/Os of the process, neither a read nor a write alone.
         total.merge(&raw.phase(Phase::PcCopy));
+        // io_uring requests on buffered files.
+        total.merge(&raw.phase(Phase::Upc));
         let ios = total.count;
         let secs = elapsed_ns.max(1) as f64 / 1e9;
         let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
@@ -264,15 +266,16 @@ impl Report {
             ios,
             // Counted as I/Os complete, so a few still unreaped at the end may be in the split
             // but not in `ios`.
-            reads: raw.counter(Counter::Reads) + pc_reads.count,
-            writes: raw.counter(Counter::Writes) + pc_writes.count,
+            reads: raw.counter(Counter::Reads) + pc_reads.count + raw.route(crate::model::RouteKind::UringCached).0,
+            writes: raw.counter(Counter::Writes) + pc_writes.count + raw.route(crate::model::RouteKind::UringCached).1,
             verified: 0,
             runtime_ns: elapsed_ns,
             iops: ios as f64 / secs,
             bw_bytes: (raw.counter(Counter::Bytes)
                 + raw.counter(Counter::PcBytesRead)
                 + raw.counter(Counter::PcBytesWritten)
-                + raw.counter(Counter::PcBytesCopied)) as f64
+                + raw.counter(Counter::PcBytesCopied)
+                + raw.counter(Counter::UpcBytes)) as f64
                 / secs,
             lat_ns: total.summary(),
             sync_lat_ns: None,

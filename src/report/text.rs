@@ -167,7 +167,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(s.max_ns)
         )
     };
-    if p.total.count == 0 && t.page_cache.is_none() {
+    if p.total.count == 0 && t.page_cache.is_none() && t.uring_cached.is_none() {
         writeln!(w, "    no I/O was followed end to end: no phase to show")?;
         if r.target.as_ref().is_some_and(|t| t.in_memory && t.disk.is_none()) {
             writeln!(
@@ -260,6 +260,35 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     }
     if let Some(pc) = &t.page_cache {
         render_page_cache_rows(pc, w, &row)?;
+    }
+    if let Some(u) = &t.uring_cached {
+        // The application's and the tracer's rows are shown once: above, when I/Os with bios
+        // were followed too.
+        if !rows {
+            if let Some(a) = &p.app_before_submit {
+                row(w, "application", a, false)?;
+            }
+        }
+        row(w, "io_uring buffered", &u.total, false)?;
+        row(w, "  in the kernel", &u.kernel, false)?;
+        if let Some(n) = &u.not_inline {
+            row(w, "    not inline", n, false)?;
+        }
+        row(w, "  waiting (reap)", &u.reap, false)?;
+        if !rows {
+            if let Some(tr) = &p.tracer_reap {
+                row(w, "tracer (iopath)", tr, false)?;
+            }
+        }
+        writeln!(
+            w,
+            "      (io_uring on a buffered file: in the kernel = submitted -> posted, the page cache's lookup and copy"
+        )?;
+        writeln!(
+            w,
+            "       inside the submitting call; not inline: the wait for a page being read and the retry, or an"
+        )?;
+        writeln!(w, "       io-wq punt, as ext4's buffered writes take)")?;
     }
     let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
     if rec.reconciled {
@@ -354,6 +383,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     }
     if let Some(pc) = &t.page_cache {
         render_page_cache_counts(pc, w)?;
+    }
+    if let Some(u) = &t.uring_cached {
+        writeln!(
+            w,
+            "  io_uring buffered  {} requests: {:.2}% completed inside the submitting call (reads: the cache had the \
+             data); those calls queued {} bios, {:.1} MiB (readahead, writeback)",
+            u.total.count,
+            u.inline_ratio * 100.0,
+            u.bios,
+            u.bio_bytes as f64 / (1 << 20) as f64
+        )?;
     }
     if let Some(sc) = &t.sync_calls {
         let known = t.page_cache.as_ref().map_or_else(
@@ -707,7 +747,7 @@ fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut impl Write) -> io:
         writeln!(
             w,
             "    {:<20} {:<18} {:<14} {:>9.1} {:>9.1} {:>8} {:>9} {:>9}  {}",
-            format!("{} ({})", f.name, f.ino),
+            format!("{} ({})", if f.name.is_empty() { "(unnamed)" } else { f.name.as_str() }, f.ino),
             format!("{} ({})", f.comm, f.pid),
             f.cgroup.as_deref().unwrap_or("unknown"),
             mib(f.dirtied_pages * 4096),
