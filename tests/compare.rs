@@ -242,7 +242,7 @@ fn dropped_page_cache_is_named() {
         let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
         // Readahead keeps the hit ratio high after the drop (99.85% once): the wait tells.
         assert!(f(&hit, "before") >= 0.999 && f(&hit, "after") < f(&hit, "before"), "{engine}: {hit}");
-        assert!(f(&waited, "before") < 0.5 && f(&waited, "after") >= 1.0, "{engine}: {waited}");
+        assert!(f(&waited, "before") < 0.1 && f(&waited, "after") > f(&waited, "before") + 0.2, "{engine}: {waited}");
         let cause = c["causes"][0].as_str().unwrap();
         assert!(
             cause.starts_with("the page cache: buffered reads found their data cached 100.0% -> "),
@@ -260,20 +260,7 @@ fn dropped_page_cache_is_named() {
 fn lowered_dirty_limit_is_named() {
     require_root();
     let _s = serial();
-    struct Restore(Vec<(&'static str, String)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            // Ratios last: writing one zeroes its bytes twin, and the other way round.
-            for (k, v) in &self.0 {
-                if v.trim() != "0" {
-                    let _ = std::fs::write(format!("/proc/sys/vm/{k}"), v.trim());
-                }
-            }
-        }
-    }
-    let keys = ["dirty_bytes", "dirty_background_bytes", "dirty_ratio", "dirty_background_ratio"];
-    let _restore =
-        Restore(keys.iter().map(|k| (*k, std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap())).collect());
+    let _restore = VmRestore::save(&["dirty_bytes", "dirty_background_bytes", "dirty_ratio", "dirty_background_ratio"]);
     let (_l, _m, f) = cold_fs("cmp-dirty", 64);
     let d = scratch("cmp-dirty-out");
     let job = ["--file", &f, "--engine", "psync", "--rw", "write", "--direct", "false", "--ios", "16384"];

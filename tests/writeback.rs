@@ -115,20 +115,7 @@ fn a_synced_file_is_written_back_for_its_writer() {
 fn a_low_background_threshold_starts_the_flushers_early() {
     require_root();
     let _s = serial();
-    struct Restore(Vec<(&'static str, String)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            // The ratio last: writing a ratio zeroes the bytes setting and the other way round.
-            for (k, v) in &self.0 {
-                if v.trim() != "0" {
-                    let _ = std::fs::write(format!("/proc/sys/vm/{k}"), v.trim());
-                }
-            }
-        }
-    }
-    let keys = ["dirty_background_bytes", "dirty_background_ratio"];
-    let _restore =
-        Restore(keys.iter().map(|k| (*k, std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap())).collect());
+    let _restore = VmRestore::save(&["dirty_background_bytes", "dirty_background_ratio"]);
     std::fs::write("/proc/sys/vm/dirty_background_bytes", "4194304").unwrap();
     let (_l, m) = big_fs("wb-background");
     let out = m.0.join("out");

@@ -249,3 +249,23 @@ pub fn syscall_timer(syscall: &str, comm: &str) -> BpfTrace {
          tracepoint:syscalls:sys_exit_{syscall} /@s[tid]/ {{ @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }}"
     ))
 }
+
+/// /proc/sys/vm settings a test changes, put back when dropped. The ratios last: writing a
+/// ratio zeroes its bytes twin and the other way round, so a 0 is never written back.
+pub struct VmRestore(Vec<(&'static str, String)>);
+
+impl VmRestore {
+    pub fn save(keys: &[&'static str]) -> VmRestore {
+        VmRestore(keys.iter().map(|k| (*k, std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap())).collect())
+    }
+}
+
+impl Drop for VmRestore {
+    fn drop(&mut self) {
+        for (k, v) in &self.0 {
+            if v.trim() != "0" {
+                let _ = std::fs::write(format!("/proc/sys/vm/{k}"), v.trim());
+            }
+        }
+    }
+}
