@@ -90,7 +90,10 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
 pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Result<Side> {
     let t = r.trace.as_ref();
     let lat = Stat { count: r.ios, mean: r.lat_ns.mean as f64, p50: r.lat_ns.p50 as f64, p99: r.lat_ns.p99 as f64 };
-    let phases = t.map(|t| {
+    // The block phases of the I/Os followed to a device; a run the page cache served has none
+    // (its time is in the page-cache rows, compared through its own counts below), and four
+    // zeros would read as "every phase within noise".
+    let phases = t.filter(|t| t.phases.total.count > 0).map(|t| {
         let p = &t.phases;
         vec![
             ("submission", stat_of(&p.submission)),
@@ -892,7 +895,9 @@ fn verdict(c: &Comparison) -> String {
         parts.push(format!("Likely cause: {first}."));
     }
     if c.phases.is_empty() {
-        parts.push("Latency only (one side has no phase breakdown).".to_owned());
+        parts.push(
+            "Latency only (one side has no block-phase breakdown: fio, or I/O the page cache served).".to_owned(),
+        );
     } else if !c.unreconciled.is_empty() {
         parts.push(format!(
             "Phases not compared: {} (nothing is drawn from a phase table that does not add up).",
