@@ -966,7 +966,8 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
             device_ns: f.device_ns,
         });
     }
-    out.sort_by_key(|f| std::cmp::Reverse(f.bytes.iter().sum::<u64>()));
+    // Most written back first, then most dirtied (a short trace may write back nothing).
+    out.sort_by_key(|f| std::cmp::Reverse((f.bytes.iter().sum::<u64>(), f.dirtied_pages)));
     Ok(out)
 }
 

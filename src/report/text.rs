@@ -747,7 +747,9 @@ fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut impl Write) -> io:
         writeln!(
             w,
             "    {:<20} {:<18} {:<14} {:>9.1} {:>9.1} {:>8} {:>9} {:>9}  {}",
-            format!("{} ({})", if f.name.is_empty() { "(unnamed)" } else { f.name.as_str() }, f.ino),
+            // No dentry: a block device's own cache (the file system's metadata buffers; its inode
+            // number is the device's) or a deleted file.
+            format!("{} ({})", if f.name.is_empty() { "(unnamed: metadata?)" } else { f.name.as_str() }, f.ino),
             format!("{} ({})", f.comm, f.pid),
             f.cgroup.as_deref().unwrap_or("unknown"),
             mib(f.dirtied_pages * 4096),
