@@ -232,8 +232,11 @@ fn dropped_page_cache_is_named() {
         let (_l, _m, f) = cold_fs(&format!("cmp-dropcache-{engine}"), 64);
         let d = scratch(&format!("cmp-dropcache-{engine}-out"));
         let job = ["--file", &f, "--engine", engine, "--rw", "read", "--direct", "false", "--ios", "16384"];
+        let pin = Pinned::file(&f);
         trace_to(&d.join("warmup"), &job);
         trace_to(&d.join("before"), &job);
+        // Unpinned, the pages can be dropped.
+        drop(pin);
         std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
         trace_to(&d.join("after"), &job);
         let c = compare_json(&d.join("before/report.json"), &d.join("after/report.json"), &d.join("cmp"));

@@ -45,6 +45,7 @@ fn buffered_reads_against_the_devices_own_counters() {
     assert!(waited <= cold["ctx_voluntary"].as_u64().unwrap(), "a read that waited switched out: {pc}");
 
     // Warm: every read is a hit, nothing reaches the device.
+    let _pin = Pinned::file(&f);
     let before = disk_stat(&l.0);
     let warm = json_of("trace", &job);
     let dev = delta(before, disk_stat(&l.0));
@@ -103,6 +104,7 @@ fn the_page_cache_counted_without_the_syscall_hooks() {
     let attached = |n: &str| cold["probes"].as_array().unwrap().iter().any(|p| p["name"] == n && p["attached"] == true);
     assert!(attached("filemap:mm_filemap_get_pages") && !attached("raw_syscalls:sys_enter"), "{}", cold["probes"]);
 
+    let _pin = Pinned::file(&f);
     let before = disk_stat(&l.0);
     let warm = json_of("trace", &job);
     assert_eq!(delta(before, disk_stat(&l.0))[0], 0, "a warm cache reads nothing from the device");
@@ -144,6 +146,7 @@ fn io_uring_buffered_reads_are_followed() {
     );
     assert_eq!(cold["lost_events"]["untagged_bios"].as_u64(), Some(0), "the readahead is the page cache's, not lost");
 
+    let _pin = Pinned::file(&f);
     let before = disk_stat(&l.0);
     let warm = json_of("trace", &job);
     assert_eq!(delta(before, disk_stat(&l.0))[0], 0, "a warm cache reads nothing from the device");
