@@ -1245,7 +1245,7 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 
 	if (!enabled)
 		return 0;
-	wb_rq_complete(rq, now);
+	wb_rq_complete(rq, RQ_READ(btf, rq, cmd_flags), now);
 	if (btf) {
 		int kind = rq_flush_kind(rq->cmd_flags);
 		__u64 disk = (__u64)rq->q->disk;

@@ -149,13 +149,17 @@ static __always_inline void wb_rq_issue(struct request *rq, struct bio *bio, __u
 	bpf_map_update_elem(&wb_rqs, &rq, &w, BPF_ANY);
 }
 
-static __always_inline void wb_rq_complete(struct request *rq, __u64 now)
+/* `opf`: the request's cmd_flags, read by the caller (a plain load under tp_btf). Only writes
+ * are looked up: a hash miss on every read's completion would tax the direct routes too once
+ * any traced process dirtied a page. */
+static __always_inline void wb_rq_complete(struct request *rq, __u32 opf, __u64 now)
 {
 	__u64 key = (__u64)rq, block = 0, device;
 	struct wb_rq *w;
 	struct wb_file *f;
 
-	if (!wb_active)
+	if (!wb_active ||
+	    (opf & REQ_OP_MASK_BITS) != bpf_core_enum_value(enum req_op, REQ_OP_WRITE))
 		return;
 	w = bpf_map_lookup_elem(&wb_rqs, &key);
 	if (!w)

@@ -123,11 +123,6 @@ impl RouteKind {
             RouteKind::UringCached => "io_uring on a buffered file (page cache)",
         }
     }
-
-    /// Submit routes partition the I/Os; the others are properties some of them have.
-    pub fn is_submit_route(self) -> bool {
-        (self as usize) < RouteKind::Throttled as usize || self == RouteKind::UringCached
-    }
 }
 
 /// `HW_QUEUE_*` of bpf/phases.h: hw_queues keys are `type * HW_QUEUE_IDS + queue_num`.
