@@ -48,12 +48,14 @@ static __always_inline int on_irq(int irq)
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_entry, int irq)
 {
+	EMPTY_GUARD();
 	return on_irq(irq);
 }
 
 SEC("raw_tp/irq_handler_entry")
 int BPF_PROG(irq_entry_raw, int irq)
 {
+	EMPTY_GUARD();
 	return on_irq(irq);
 }
 
@@ -80,24 +82,28 @@ static __always_inline int on_softirq(unsigned int vec, bool entry)
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(softirq_entry, unsigned int vec)
 {
+	EMPTY_GUARD();
 	return on_softirq(vec, true);
 }
 
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(softirq_exit, unsigned int vec)
 {
+	EMPTY_GUARD();
 	return on_softirq(vec, false);
 }
 
 SEC("raw_tp/softirq_entry")
 int BPF_PROG(softirq_entry_raw, unsigned int vec)
 {
+	EMPTY_GUARD();
 	return on_softirq(vec, true);
 }
 
 SEC("raw_tp/softirq_exit")
 int BPF_PROG(softirq_exit_raw, unsigned int vec)
 {
+	EMPTY_GUARD();
 	return on_softirq(vec, false);
 }
 
@@ -117,12 +123,14 @@ static __always_inline int count_if_enabled(enum counter c)
 SEC("tp_btf/map")
 int BPF_PROG(iommu_map_btf)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_IOMMU_MAP);
 }
 
 SEC("tp_btf/unmap")
 int BPF_PROG(iommu_unmap_btf)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_IOMMU_UNMAP);
 }
 
@@ -130,24 +138,28 @@ int BPF_PROG(iommu_unmap_btf)
 SEC("tp_btf/dma_map_phys")
 int BPF_PROG(dma_map_btf)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_DMA_MAP);
 }
 
 SEC("tp_btf/dma_unmap_phys")
 int BPF_PROG(dma_unmap_btf)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_DMA_UNMAP);
 }
 
 SEC("tracepoint/iommu/map")
 int iommu_map(void *ctx)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_IOMMU_MAP);
 }
 
 SEC("tracepoint/iommu/unmap")
 int iommu_unmap(void *ctx)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_IOMMU_UNMAP);
 }
 
@@ -155,12 +167,14 @@ int iommu_unmap(void *ctx)
 SEC("tracepoint")
 int dma_map(void *ctx)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_DMA_MAP);
 }
 
 SEC("tracepoint")
 int dma_unmap(void *ctx)
 {
+	EMPTY_GUARD();
 	return count_if_enabled(C_DMA_UNMAP);
 }
 

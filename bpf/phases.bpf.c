@@ -28,6 +28,10 @@ const volatile bool targ_events = false;
  * aio_data with the time it queued the I/O (the low UD_STAMP_BITS of CLOCK_MONOTONIC ns, above a
  * UD_SLOT_BITS slot index): its own time before the kernel, SQPOLL's pickup, posted_at below. */
 const volatile bool targ_app_stamp = false;
+/* --lean (io_uring, the bundled generator): no syscall hooks. A request starts when io_uring takes
+ * its SQE and ends when its completion is posted; the generator times its own reap from the
+ * posting time (posted_at), as with SQPOLL. */
+const volatile bool targ_lean = false;
 /* Count the traced threads' system calls by number. */
 const volatile bool targ_syscalls = true;
 /* Kernel functions that tell who owns a bio (from /proc/kallsyms; 0 = absent). */
@@ -353,8 +357,14 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 		mode |= RF_WRITE;
 	now = bpf_ktime_get_ns();
 	start = now;
-	t = task_ctx(false);
-	if (t && t->in_submit) {
+	/* --lean: no syscall hook set in_submit; the application's own time runs until now. */
+	t = targ_lean ? NULL : task_ctx(false);
+	if (targ_lean && targ_app_stamp) {
+		__u64 queued = uring_stamp(req, now);
+
+		if (queued <= now)
+			record(PH_APP_SUBMIT, now - queued);
+	} else if (t && t->in_submit) {
 		start = t->enter_ts;
 		if (targ_app_stamp) {
 			__u64 queued = uring_stamp(req, now);
@@ -391,7 +401,8 @@ static __always_inline int on_queue_async_work(struct io_kiocb *req)
 
 /* Posted to the CQ ring. The thread posting it reaps it at its next io_uring_enter return, except
  * an io thread's (SQPOLL): the application then reads the CQ ring with no syscall, so the I/O
- * ends here and says so (RF_NO_REAP). */
+ * ends here and says so (RF_NO_REAP); so does every request under --lean, which has no syscall
+ * hook to see the reap. */
 static __always_inline int on_uring_complete(struct io_kiocb *req)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -424,7 +435,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 			s->r.mode |= RF_INLINE;
 	}
 	cur = bpf_get_current_task_btf();
-	if (cur->flags & PF_IO_WORKER) {
+	if (targ_lean || (cur->flags & PF_IO_WORKER)) {
 		s->r.mode |= RF_NO_REAP;
 		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
@@ -975,24 +986,28 @@ static __always_inline int on_sys_exit(long id, long ret)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
+	EMPTY_GUARD();
 	return on_sys_enter(regs, id, true);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
+	EMPTY_GUARD();
 	return on_sys_exit(regs->orig_ax, ret);
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long id)
 {
+	EMPTY_GUARD();
 	return on_sys_enter(regs, id, false);
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
+	EMPTY_GUARD();
 	return on_sys_exit(BPF_CORE_READ(regs, orig_ax), ret);
 }
 
@@ -1001,42 +1016,49 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(submit_req, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_submit_req(req, true);
 }
 
 SEC("tp_btf/io_uring_submit_sqe")
 int BPF_PROG(submit_sqe, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_submit_req(req, true);
 }
 
 SEC("raw_tp/io_uring_submit_req")
 int BPF_PROG(submit_req_raw, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_submit_req(req, false);
 }
 
 SEC("tp_btf/io_uring_queue_async_work")
 int BPF_PROG(queue_async_work, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_queue_async_work(req);
 }
 
 SEC("raw_tp/io_uring_queue_async_work")
 int BPF_PROG(queue_async_work_raw, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_queue_async_work(req);
 }
 
 SEC("tp_btf/io_uring_complete")
 int BPF_PROG(uring_complete, void *ctx_, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_uring_complete(req);
 }
 
 SEC("raw_tp/io_uring_complete")
 int BPF_PROG(uring_complete_raw, void *ctx_, struct io_kiocb *req)
 {
+	EMPTY_GUARD();
 	return on_uring_complete(req);
 }
 
@@ -1053,7 +1075,8 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 
 	if (!enabled)
 		return 0;
-	t = task_ctx(false);
+	/* --lean: no syscall hook marks a call, so the task's context has nothing to say here. */
+	t = targ_lean ? NULL : task_ctx(false);
 	wb_bio_queue(bio,
 		     t && t->in_sys &&
 			 (t->buffered == PC_SYNC || (t->buffered == PC_WRITE && t->sync_write)));
@@ -1108,12 +1131,14 @@ static __always_inline int bio_merge(void)
 SEC("tp_btf/block_bio_backmerge")
 int BPF_PROG(bio_backmerge, struct bio *bio)
 {
+	EMPTY_GUARD();
 	return bio_merge();
 }
 
 SEC("tp_btf/block_bio_frontmerge")
 int BPF_PROG(bio_frontmerge, struct bio *bio)
 {
+	EMPTY_GUARD();
 	return bio_merge();
 }
 
@@ -1121,6 +1146,7 @@ int BPF_PROG(bio_frontmerge, struct bio *bio)
 SEC("tp_btf/block_split")
 int BPF_PROG(bio_split, struct bio *bio)
 {
+	EMPTY_GUARD();
 	struct task_ctx *t;
 
 	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
@@ -1148,12 +1174,14 @@ static __always_inline int readahead(bool sync)
 SEC("tp_btf/page_cache_sync_ra")
 int BPF_PROG(ra_sync)
 {
+	EMPTY_GUARD();
 	return readahead(true);
 }
 
 SEC("tp_btf/page_cache_async_ra")
 int BPF_PROG(ra_async)
 {
+	EMPTY_GUARD();
 	return readahead(false);
 }
 
@@ -1161,6 +1189,7 @@ int BPF_PROG(ra_async)
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(bio_complete_btf, struct request_queue *q, struct bio *bio)
 {
+	EMPTY_GUARD();
 	if (enabled)
 		on_bio_complete(bio);
 	return 0;
@@ -1169,6 +1198,7 @@ int BPF_PROG(bio_complete_btf, struct request_queue *q, struct bio *bio)
 SEC("raw_tp/block_bio_complete")
 int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
 {
+	EMPTY_GUARD();
 	if (enabled)
 		on_bio_complete(bio);
 	return 0;
@@ -1177,12 +1207,14 @@ int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(bio_queue_btf, struct bio *bio)
 {
+	EMPTY_GUARD();
 	return bio_queue(bio, true);
 }
 
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(bio_queue_raw, struct bio *bio)
 {
+	EMPTY_GUARD();
 	return bio_queue(bio, false);
 }
 
@@ -1229,12 +1261,14 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(rq_issue_btf, struct request *rq)
 {
+	EMPTY_GUARD();
 	return rq_issue(rq, true);
 }
 
 SEC("raw_tp/block_rq_issue")
 int BPF_PROG(rq_issue_raw, struct request *rq)
 {
+	EMPTY_GUARD();
 	return rq_issue(rq, false);
 }
 
@@ -1264,12 +1298,14 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(rq_complete_btf, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
+	EMPTY_GUARD();
 	return rq_complete(rq, nr_bytes, true);
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(rq_complete_raw, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
+	EMPTY_GUARD();
 	return rq_complete(rq, nr_bytes, false);
 }
 
@@ -1296,6 +1332,7 @@ static __always_inline bool traced_thread_raw(struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child)
 {
+	EMPTY_GUARD();
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	__u8 one = 1;
 
@@ -1313,6 +1350,7 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	EMPTY_GUARD();
 	struct task_ctx *t;
 	__u64 now;
 
@@ -1373,6 +1411,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
+	EMPTY_GUARD();
 	struct task_ctx *t;
 
 	if (!enabled || !traced_thread(p))
@@ -1396,6 +1435,7 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 SEC("tp_btf/jbd2_start_commit")
 int BPF_PROG(jbd2_start_commit, journal_t *journal)
 {
+	EMPTY_GUARD();
 	if (enabled)
 		busy_change((__u64)journal->j_fs_dev->bd_disk, true, 1);
 	return 0;
@@ -1404,6 +1444,7 @@ int BPF_PROG(jbd2_start_commit, journal_t *journal)
 SEC("tp_btf/jbd2_end_commit")
 int BPF_PROG(jbd2_end_commit, journal_t *journal)
 {
+	EMPTY_GUARD();
 	__u64 took;
 
 	if (!enabled)
@@ -1421,6 +1462,7 @@ int BPF_PROG(jbd2_end_commit, journal_t *journal)
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(wb_dirty_folio, struct folio *folio, struct address_space *mapping)
 {
+	EMPTY_GUARD();
 	/* tp_btf pointers may be NULL: checked before any CO-RE read offsets them. */
 	if (!enabled || !folio || !mapping || !traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
@@ -1430,6 +1472,7 @@ int BPF_PROG(wb_dirty_folio, struct folio *folio, struct address_space *mapping)
 SEC("tp_btf/writeback_start")
 int BPF_PROG(wb_start, struct bdi_writeback *wb, struct wb_writeback_work *work)
 {
+	EMPTY_GUARD();
 	if (enabled && work)
 		wb_work_start(work);
 	return 0;
@@ -1438,6 +1481,7 @@ int BPF_PROG(wb_start, struct bdi_writeback *wb, struct wb_writeback_work *work)
 SEC("tp_btf/writeback_written")
 int BPF_PROG(wb_written, struct bdi_writeback *wb, struct wb_writeback_work *work)
 {
+	EMPTY_GUARD();
 	if (enabled)
 		wb_work_end();
 	return 0;
@@ -1452,6 +1496,7 @@ SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(pcc_get_pages, struct address_space *mapping, unsigned long index,
 	     unsigned long last_index)
 {
+	EMPTY_GUARD();
 	if (traced(bpf_get_current_pid_tgid() >> 32)) {
 		count(C_PCC_READS, 1);
 		count(C_PCC_PAGES, last_index - index + 1); /* last_index is the last page read */
@@ -1462,6 +1507,7 @@ int BPF_PROG(pcc_get_pages, struct address_space *mapping, unsigned long index,
 SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(pcc_add_folio, struct folio *folio)
 {
+	EMPTY_GUARD();
 	if (folio && traced(bpf_get_current_pid_tgid() >> 32))
 		count(C_PCC_ADDED, folio_pages(folio));
 	return 0;
@@ -1472,6 +1518,7 @@ int BPF_PROG(pcc_add_folio, struct folio *folio)
 SEC("tp_btf/balance_dirty_pages")
 int BPF_PROG(dirty_pause)
 {
+	EMPTY_GUARD();
 	struct task_ctx *t;
 
 	if (!enabled || !traced(bpf_get_current_pid_tgid() >> 32))
@@ -1487,6 +1534,7 @@ int BPF_PROG(dirty_pause)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 {
+	EMPTY_GUARD();
 	if (enabled && traced_thread_raw(prev))
 		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
 	return 0;
@@ -1498,6 +1546,7 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev)
 SEC("tp_btf/nvme_setup_cmd")
 int BPF_PROG(nvme_setup_cmd, struct request *rq)
 {
+	EMPTY_GUARD();
 	struct io_slot *s;
 
 	if (!enabled || !rq)
@@ -1516,6 +1565,7 @@ int BPF_PROG(nvme_setup_cmd, struct request *rq)
 SEC("tp_btf/nvme_complete_rq")
 int BPF_PROG(nvme_complete_rq, struct request *rq)
 {
+	EMPTY_GUARD();
 	struct io_slot *s;
 	__u64 now;
 
@@ -1551,6 +1601,7 @@ SEC("fexit/nvme_queue_rq")
 int BPF_PROG(nvme_queue_rq_exit, struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd,
 	     int ret)
 {
+	EMPTY_GUARD();
 	if (enabled)
 		queue_rq_done(BPF_CORE_READ(bd, rq), ret);
 	return 0;
@@ -1567,6 +1618,7 @@ struct {
 SEC("kprobe/nvme_queue_rq")
 int BPF_KPROBE(nvme_queue_rq_entry, struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd)
 {
+	EMPTY_GUARD();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 rq;
 
@@ -1580,6 +1632,7 @@ int BPF_KPROBE(nvme_queue_rq_entry, struct blk_mq_hw_ctx *hctx, const struct blk
 SEC("kretprobe/nvme_queue_rq")
 int BPF_KRETPROBE(nvme_queue_rq_ret, int ret)
 {
+	EMPTY_GUARD();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 *rq = bpf_map_lookup_elem(&queue_rq_args, &tid);
 

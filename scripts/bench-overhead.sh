@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# What tracing costs: the same job with and without `iopath trace`, interleaved (alternating which
-# goes first), median of REPEAT runs, on a file of the root file system (virtio-blk) and on a loop
-# device backed by tmpfs (CPU-bound, where every probe's cost shows). Prints the IOPS ratio
-# traced / untraced per point: histogram mode (trace), --events, and --flamegraph (997 Hz sampling).
+# What tracing costs: the same job untraced and traced, interleaved in rotating order (so the
+# host's drift hits every way alike), REPEAT rounds, on a file of the root file system
+# (virtio-blk) and on a loop device backed by tmpfs (CPU-bound: every nanosecond of probe cost
+# shows as lost IOPS), uring and aio, QD1 and QD32. Six ways per point:
+#   untraced   `iopath run`
+#   trace      `iopath trace` (four phases, histograms)
+#   events     `iopath trace --events` (plus one ring-buffer record per I/O)
+#   flame      `iopath trace --flamegraph` (plus stack sampling at 997 Hz per CPU)
+#   peer       `iopath run` under scripts/peer-device.bt, a two-probe bpftrace tracer of the device
+#              phase only (block_rq_issue -> block_rq_complete in a hash map): the one-phase peer
+#   floor      `iopath trace --empty-probes`: iopath's hooks attached with empty bodies, what they
+#              cost before any work (the tracepoints' dispatch, the syscall hooks' slow path)
+# Ratios are paired run by run (scripts/paired.py: geometric mean, 95% interval); iopath's trace
+# is judged against the peer: better, even (the interval holds 1.00x) or WORSE.
 # Then buffered reads of a cached file against a bpftrace peer (`cached`, see there).
-#   usage: sudo scripts/bench-overhead.sh [RUNTIME_S=5] [REPEAT=5] [QDS="1 32"] [ENGINES="uring aio"]
+#   usage: scripts/bench-overhead.sh [RUNTIME_S=5] [REPEAT=5] [QDS="1 32"] [ENGINES="uring aio"]
 #          [TARGETS="file loop cached"]
 # Set SKIP_HOOKS=irq,softirq (hook name fragments, passed as --skip-hooks) to measure the tracer
 # without some hooks.
@@ -12,41 +22,79 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-5}; QDS=${3:-"1 32"}; ENGINES=${4:-"uring aio"}; TARGETS=${5:-"file loop cached"}
 . scripts/bench-lib.sh
+command -v bpftrace > /dev/null || { echo "bench-overhead: bpftrace is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+# bpftrace finds tracepoints through tracefs: mounted for this run when missing, unmounted after.
+TRACEFS_MOUNTED=""
+if [ ! -d /sys/kernel/tracing/events ]; then
+  mount -t tracefs tracefs /sys/kernel/tracing && TRACEFS_MOUNTED=1
+fi
+trap '[ -n "$TRACEFS_MOUNTED" ] && umount /sys/kernel/tracing; cleanup' EXIT
 
-one() { # mode kind target engine qd -> "iops lost correlated"; mode: run | trace | events | flame
-  local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=(); [ "$kind" = file ] && flag=--file || flag=--device
-  [ "$mode" = run ] && cmd=run
-  [ "$mode" != run ] && [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS")
+BT=""
+bt_start() { # script text or file -> runs bpftrace in the background until bt_stop
+  bpftrace "$@" > "$W/bt.out" 2> "$W/bt.err" &
+  BT=$!
+  for _ in $(seq 300); do grep -q '^Attaching' "$W/bt.out" && break; sleep 0.1; done
+  if ! grep -q '^Attaching' "$W/bt.out"; then
+    echo "bench-overhead: bpftrace did not attach: $(tail -3 "$W/bt.err")" >&2
+    exit 1
+  fi
+}
+bt_stop() { kill -INT "$BT"; wait "$BT" || true; BT=""; }
+
+one() { # mode kind target engine qd -> "iops lost correlated peer_count"
+  local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=() peer=-; [ "$kind" = file ] && flag=--file || flag=--device
+  case $mode in run | peer) cmd=run ;; esac
+  case $mode in trace | events | flame) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
   [ "$mode" = events ] && extra+=(--events)
   [ "$mode" = flame ] && extra+=(--flamegraph --out "$W/flamegraph-out")
+  [ "$mode" = floor ] && extra+=(--empty-probes)
+  [ "$mode" = peer ] && bt_start scripts/peer-device.bt
   if ! "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" "${extra[@]}" --json - \
       > "$W/out.json" 2> "$W/err"; then
     echo "bench-overhead: iopath $cmd ($mode $kind $eng qd$qd) failed: $(tail -3 "$W/err")" >&2
     exit 1
   fi
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["iops"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1))' "$W/out.json"
+  if [ "$mode" = peer ]; then
+    bt_stop
+    # Requests the peer timed (its histogram's counts): proof it measured this run.
+    peer=$(awk -F'|' '/^\[/ {k = split($1, a, " "); n += a[k]} END {print n + 0}' "$W/bt.out")
+  fi
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["iops"], r["ios"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1), sys.argv[2])' "$W/out.json" "$peer"
 }
 
-MODES=(run trace events flame)
+MODES=(run trace events flame peer floor)
 KINDS=$(for k in $TARGETS; do [ "$k" = cached ] || echo "$k"; done)
-[ -n "$KINDS" ] && printf '%-6s %-6s %4s %10s %10s %8s %10s %8s %10s %8s %9s %10s\n' target engine qd untraced traced ratio +events ratio +flame ratio lost_max correlated
+if [ -n "$KINDS" ]; then
+  echo "4k random reads, O_DIRECT, ${RUNTIME}s x $REPEAT rounds; ratios: geometric mean of the paired runs [95%]"
+  printf '%-5s %-5s %3s %9s  %-22s %-22s %-22s %-22s %-22s %-7s %5s %7s\n' target eng qd untraced \
+    "trace" "+events" "+flame" "peer (bpftrace)" "floor (empty)" "vs peer" lost corr
+fi
 for kind in $KINDS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
     for qd in $QDS; do
       for m in "${MODES[@]}"; do : > "$W/$m"; done
       for r in $(seq "$REPEAT"); do
-        # Rotate the order, so drift on this noisy VM hits every mode alike.
-        for i in 0 1 2 3; do
-          m=${MODES[$(( (r + i) % 4 ))]}
+        for i in $(seq 0 $(( ${#MODES[@]} - 1 ))); do
+          m=${MODES[$(( (r + i) % ${#MODES[@]} ))]}
           one "$m" $kind "$t" $eng $qd >> "$W/$m"
         done
       done
-      u=$(cut -d' ' -f1 "$W/run" | median); tr=$(cut -d' ' -f1 "$W/trace" | median)
-      ev=$(cut -d' ' -f1 "$W/events" | median); fl=$(cut -d' ' -f1 "$W/flame" | median)
-      lost=$(cat "$W/trace" "$W/events" | cut -d' ' -f2 | sort -g | tail -1); corr=$(cut -d' ' -f3 "$W/trace" | median)
-      awk -v k=$kind -v e=$eng -v q=$qd -v u="$u" -v t="$tr" -v ev="$ev" -v fl="$fl" -v l="$lost" -v c="$corr" 'BEGIN {
-        printf "%-6s %-6s %4d %10.0f %10.0f %7.3fx %10.0f %7.3fx %10.0f %7.3fx %9d %10.4f\n", k, e, q, u, t, t/u, ev, ev/u, fl, fl/u, l, c }'
+      # The peer timed (nearly) every request of its runs, else it measured nothing.
+      awk '$5 < 0.95 * $2 { bad = 1 } END { exit bad }' "$W/peer" ||
+        { echo "bench-overhead: the bpftrace peer timed fewer requests than the run made:" >&2; cat "$W/peer" >&2; exit 1; }
+      u=$(cut -d' ' -f1 "$W/run" | median)
+      cells=()
+      for m in trace events flame peer floor; do
+        read -r r lo hi _ < <(python3 scripts/paired.py "$W/$m" "$W/run")
+        cells+=("$(printf '%5.3fx [%5.3f-%5.3f]' "$r" "$lo" "$hi")")
+      done
+      read -r v v_lo v_hi verdict < <(python3 scripts/paired.py "$W/trace" "$W/peer")
+      lost=$(cat "$W/trace" "$W/events" | cut -d' ' -f3 | sort -g | tail -1); corr=$(cut -d' ' -f4 "$W/trace" | median)
+      printf '%-5s %-5s %3d %9.0f  %-22s %-22s %-22s %-22s %-22s %-7s %5d %7.4f\n' $kind $eng $qd "$u" \
+        "${cells[0]}" "${cells[1]}" "${cells[2]}" "${cells[3]}" "${cells[4]}" "$verdict" "$lost" "$corr"
+      printf '      (trace vs peer %5.3fx [%5.3f-%5.3f])\n' "$v" "$v_lo" "$v_hi"
     done
   done
 done
@@ -67,36 +115,22 @@ case " $TARGETS " in *" cached "*) ;; *) exit 0 ;; esac
 PEER='tracepoint:filemap:mm_filemap_get_pages { @reads = count(); }
 tracepoint:filemap:mm_filemap_add_to_page_cache { @misses = count(); }'
 FLOOR='tracepoint:raw_syscalls:sys_enter /pid == 1/ {} tracepoint:raw_syscalls:sys_exit /pid == 1/ {}'
-# bpftrace finds tracepoints through tracefs: mounted for this run when missing, unmounted after.
-TRACEFS_MOUNTED=""
-if [ ! -d /sys/kernel/tracing/events ]; then
-  mount -t tracefs tracefs /sys/kernel/tracing && TRACEFS_MOUNTED=1
-fi
-trap '[ -n "$TRACEFS_MOUNTED" ] && umount /sys/kernel/tracing; cleanup' EXIT
 cat "$W/file.dat" > /dev/null # into the page cache (1 GiB)
 
 cached_one() { # mode -> "iops ios peer_reads"; mode: run | split | count | peer | floor
-  local mode=$1 cmd=(run) bt="" reads=- script=""
+  local mode=$1 cmd=(run) reads=- script=""
   [ "$mode" = split ] && cmd=(trace)
   [ "$mode" = count ] && cmd=(trace --pagecache count)
   [ "$mode" = peer ] && script=$PEER
   [ "$mode" = floor ] && script=$FLOOR
-  if [ -n "$script" ]; then
-    bpftrace -e "$script" > "$W/bt.out" 2> "$W/bt.err" &
-    bt=$!
-    for _ in $(seq 300); do grep -q '^Attaching' "$W/bt.out" && break; sleep 0.1; done
-    if ! grep -q '^Attaching' "$W/bt.out"; then
-      echo "bench-overhead: bpftrace did not attach: $(tail -3 "$W/bt.err")" >&2
-      exit 1
-    fi
-  fi
+  [ -n "$script" ] && bt_start -e "$script"
   if ! "$IOPATH" "${cmd[@]}" --file "$W/file.dat" --engine psync --rw read --bs 4k --direct false \
       --runtime "${RUNTIME}s" --json - > "$W/out.json" 2> "$W/err"; then
     echo "bench-overhead: iopath ${cmd[*]} (cached $mode) failed: $(tail -3 "$W/err")" >&2
     exit 1
   fi
-  if [ -n "$bt" ]; then
-    kill -INT "$bt"; wait "$bt" || true
+  if [ -n "$BT" ]; then
+    bt_stop
     reads=$(awk '/^@reads:/ {print $2}' "$W/bt.out")
   fi
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["iops"], r["ios"], sys.argv[2])' \

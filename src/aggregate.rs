@@ -149,8 +149,11 @@ pub struct TraceSummary {
     pub phase_sum_mean_ns: u64,
     pub lost_events: Lost,
     pub irq: PerIo,
-    pub softirq_block: PerIo,
-    pub softirq_block_ns: PerIo,
+    /// BLOCK softirqs and their time; None (unknown) under `--lean`, which hooks no softirq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softirq_block: Option<PerIo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softirq_block_ns: Option<PerIo>,
     pub iommu_map: PerIo,
     pub iommu_unmap: PerIo,
     pub dma_map: PerIo,
@@ -158,11 +161,13 @@ pub struct TraceSummary {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     /// Traced threads preempted outside a traced syscall (mostly on the way back to user space
-    /// after a reap): runnable, not running. Total time and per I/O, in ns.
-    pub preempted_ns: PerIo,
+    /// after a reap): runnable, not running. Total time and per I/O, in ns. None (unknown) under
+    /// `--lean`, which hooks no scheduler event; so is runq_wait_ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_ns: Option<PerIo>,
     /// Woken traced threads waiting for a CPU (wakeup -> running): CPU contention.
-    #[serde(default)]
-    pub runq_wait_ns: PerIo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runq_wait_ns: Option<PerIo>,
     /// Requests per hardware queue, busiest first.
     pub hw_queues: Vec<HwQueue>,
     pub probes: Vec<crate::model::ProbeStatus>,
@@ -189,6 +194,11 @@ pub struct TraceSummary {
     /// of `phase_sum_mean_ns` of its own when present (`completion` then ends at posting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reap_from_ring: Option<PhaseStats>,
+    /// `--lean`: no syscall, scheduler or softirq hook: the application's time runs until io_uring
+    /// took the SQE, every reap is timed by the generator, and the softirq counts, softirq time
+    /// and run-queue waits are unknown (context switches come from getrusage).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lean: bool,
     /// The I/Os the application did (the generator's count, or for a traced command the
     /// followed ones, unmatched reaps and those that moved no block I/O): what `correlated_fraction`
     /// is a share of.
@@ -773,14 +783,14 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         phase_sum_mean_ns,
         lost_events: lost,
         irq: per(raw.counter(Counter::Irq)),
-        softirq_block: per(raw.counter(Counter::SoftirqBlock)),
-        softirq_block_ns: per(raw.counter(Counter::SoftirqBlockNs)),
+        softirq_block: (!raw.lean).then(|| per(raw.counter(Counter::SoftirqBlock))),
+        softirq_block_ns: (!raw.lean).then(|| per(raw.counter(Counter::SoftirqBlockNs))),
         iommu_map: per(raw.counter(Counter::IommuMap)),
         iommu_unmap: per(raw.counter(Counter::IommuUnmap)),
         dma_map: per(raw.counter(Counter::DmaMap)),
         dma_unmap: per(raw.counter(Counter::DmaUnmap)),
-        preempted_ns: per(raw.counter(Counter::PreemptedNs)),
-        runq_wait_ns: per(raw.counter(Counter::RunqWaitNs)),
+        preempted_ns: (!raw.lean).then(|| per(raw.counter(Counter::PreemptedNs))),
+        runq_wait_ns: (!raw.lean).then(|| per(raw.counter(Counter::RunqWaitNs))),
         ctx_voluntary: raw.counter(Counter::CtxVoluntary),
         ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
         hw_queues: hw_queues(&raw.hw_queues),
@@ -791,6 +801,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         no_block_io: raw.counter(Counter::NoBlockIo),
         reap_not_seen: raw.counter(Counter::NoReap),
         reap_from_ring: None,
+        lean: raw.lean,
         app_ios: ios,
         unlinked: raw.counter(Counter::Unlinked),
         page_cache,

@@ -162,6 +162,17 @@ pub struct TraceArgs {
     /// a family of probes costs (scripts/bench-overhead.sh).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub skip_hooks: Vec<String>,
+    /// Attach every probe with an empty body: what the hooks cost before any of their work (the
+    /// floor in scripts/bench-overhead.sh). The report then has no phases: a measurement of cost
+    /// only.
+    #[arg(long, hide = true)]
+    pub empty_probes: bool,
+    /// Direct io_uring with the bundled generator, at the least cost: only the hooks the four
+    /// phases need (no syscall, scheduler or softirq hook). A request starts when io_uring takes
+    /// its SQE and its completion ends when posted; the generator times its own reap. Context
+    /// switches come from getrusage; softirq time and run-queue waits are not measured.
+    #[arg(long)]
+    pub lean: bool,
     /// The page cache: split each buffered call into on CPU, waited and run queue (split, through
     /// the syscall hooks), or count reads and pages added per CPU from filemap's tracepoints
     /// (count: cheaper on cached reads, times no call and follows no syscall; buffered jobs).

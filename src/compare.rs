@@ -117,15 +117,17 @@ pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Resul
     per_io.insert("ctx_switches".to_owned(), r.ctx_switches.per_io);
     if let Some(t) = t {
         for (key, x) in [
-            ("irq", t.irq.per_io),
-            ("softirq_block", t.softirq_block.per_io),
-            ("iommu_map", t.iommu_map.per_io),
-            ("iommu_unmap", t.iommu_unmap.per_io),
-            ("dma_map", t.dma_map.per_io),
-            ("dma_unmap", t.dma_unmap.per_io),
-            ("preempted_us", t.preempted_ns.per_io / 1000.0),
-            ("runq_wait_us", t.runq_wait_ns.per_io / 1000.0),
+            ("irq", Some(t.irq.per_io)),
+            ("softirq_block", t.softirq_block.as_ref().map(|v| v.per_io)),
+            ("iommu_map", Some(t.iommu_map.per_io)),
+            ("iommu_unmap", Some(t.iommu_unmap.per_io)),
+            ("dma_map", Some(t.dma_map.per_io)),
+            ("dma_unmap", Some(t.dma_unmap.per_io)),
+            ("preempted_us", t.preempted_ns.as_ref().map(|v| v.per_io / 1000.0)),
+            ("runq_wait_us", t.runq_wait_ns.as_ref().map(|v| v.per_io / 1000.0)),
         ] {
+            // --lean hooks no softirq or scheduler event: unknown, so left out (never a zero).
+            let Some(x) = x else { continue };
             per_io.insert(key.to_owned(), x);
         }
         // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.

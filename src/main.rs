@@ -64,6 +64,8 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         }),
         doorbell: a.doorbell,
         skip_hooks: a.skip_hooks.clone(),
+        empty_probes: a.empty_probes,
+        lean: a.lean,
         pagecache: a.pagecache,
     };
     let (mut rep, raw) = match external {

@@ -346,6 +346,9 @@ pub struct RawTrace {
     /// /proc/vmstat over the trace (dirty and writeback pages); None when not sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vmstat: Option<RawVmstat>,
+    /// `--lean`: no syscall, scheduler or softirq hook was attached (what they count is unknown).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lean: bool,
 }
 
 /// One file the traced processes dirtied (bpf/phases.h `struct wb_file`), its cgroup resolved.

@@ -36,6 +36,8 @@ pub struct TraceFlags {
     pub stacks: Option<crate::probe::sampler::StackOpts>,
     pub doorbell: crate::probe::session::Doorbell,
     pub skip_hooks: Vec<String>,
+    pub empty_probes: bool,
+    pub lean: bool,
     pub pagecache: crate::probe::session::PageCacheMode,
 }
 
@@ -44,6 +46,11 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         !(flags.pagecache == crate::probe::session::PageCacheMode::Count && job.direct),
         "--pagecache count leaves out the syscall hooks that the direct (O_DIRECT) routes are timed by: \
          use it with --direct false, or drop it"
+    );
+    anyhow::ensure!(
+        !flags.lean || (job.engine == crate::job::EngineKind::Uring && job.direct),
+        "--lean follows direct io_uring only (it has no syscall hook, which the other routes are timed by): \
+         use it with --engine uring --direct true, or drop it"
     );
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
@@ -62,9 +69,16 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
-        posted_slots: if job.engine == crate::job::EngineKind::Uring && job.sqpoll { job.jobs * job.qd } else { 0 },
+        // SQPOLL and --lean: the generator times its reap from the probes' posting times.
+        posted_slots: if job.engine == crate::job::EngineKind::Uring && (job.sqpoll || flags.lean) {
+            job.jobs * job.qd
+        } else {
+            0
+        },
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
+        empty_probes: flags.empty_probes,
+        lean: flags.lean,
         pagecache: flags.pagecache,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
@@ -164,6 +178,11 @@ const KILL_AFTER_NS: u64 = 5_000_000_000;
 
 /// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
 pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
+    anyhow::ensure!(
+        !flags.lean,
+        "--lean needs the bundled generator, which times its own reap (another process's is seen by no \
+         probe without the syscall hooks): drop --lean to trace a process or command"
+    );
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let (irqs, irq_names) = all_disk_irqs(&roots);
@@ -230,6 +249,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         posted_slots: 0,
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
+        empty_probes: flags.empty_probes,
+        lean: flags.lean,
         pagecache: flags.pagecache,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).

@@ -23,7 +23,6 @@ pub struct Uring {
     queued: u32,
     /// This worker's first slot index across all workers (worker index x qd).
     base: u32,
-    sqpoll: bool,
 }
 
 /// user_data: the slot index across workers in the low UD_SLOT_BITS, and above it the low bits
@@ -98,7 +97,6 @@ impl Uring {
             force_async: job.force_async,
             queued: 0,
             base: worker * job.qd,
-            sqpoll: job.sqpoll,
         })
     }
 }
@@ -201,9 +199,7 @@ impl Engine for Uring {
 
     #[inline]
     fn posted_ns(&self, slot: u32) -> Option<u64> {
-        if !self.sqpoll {
-            return None;
-        }
+        // Installed only under a trace that cannot see the reap (SQPOLL, --lean).
         super::posted_clock::get((self.base + slot) as usize)
     }
 }

@@ -49,6 +49,12 @@ pub struct TraceOpts {
     pub doorbell: Doorbell,
     /// Hooks whose name contains one of these are not attached (to measure a family's cost).
     pub skip_hooks: Vec<String>,
+    /// Every program's body empty (`--empty-probes`): the hooks' cost floor, no data.
+    pub empty_probes: bool,
+    /// `--lean`: the hooks the four phases of direct io_uring need and no more (no syscall,
+    /// scheduler or softirq hook): a request starts when io_uring takes its SQE and ends when its
+    /// completion is posted; the generator times its reap (posted_slots must be set).
+    pub lean: bool,
     /// `--pagecache`: split buffered calls (the syscall hooks) or count the page cache.
     pub pagecache: PageCacheMode,
 }
@@ -181,6 +187,8 @@ fn configure_phases(
         ro.targ_events = opts.events;
         ro.targ_tree = !opts.tree.is_empty();
         ro.targ_app_stamp = opts.app_stamp;
+        ro.targ_empty = opts.empty_probes;
+        ro.targ_lean = opts.lean;
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
         ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
@@ -279,8 +287,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
              through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel"
         );
     }
-    let sys_enter = !pc_count && has("raw_syscalls", "sys_enter");
-    let sys_exit = !pc_count && has("raw_syscalls", "sys_exit");
+    let sys_enter = !pc_count && !opts.lean && has("raw_syscalls", "sys_enter");
+    let sys_exit = !pc_count && !opts.lean && has("raw_syscalls", "sys_exit");
 
     // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
     // verifier loses them (said in the report), not the trace. Each failed load drops the
@@ -393,6 +401,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             }
         }
     }
+    if let Some(ro) = c_open.maps.rodata_data.as_deref_mut() {
+        ro.targ_empty = opts.empty_probes;
+    }
     super::log::clear();
     let mut counts = c_open.load().map_err(|e| load_error("counts", e))?;
     for irq in &opts.irqs {
@@ -416,6 +427,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
                 tracepoint: None,
             },
         ]
+    } else if opts.lean {
+        Vec::new()
     } else {
         vec![
             Hook {
@@ -651,6 +664,11 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         });
     }
+    if opts.lean {
+        // What --lean leaves out is its choice, not missing: not listed (each costs a program run
+        // per I/O or per context switch on the submitting thread; README "Overhead").
+        hooks.retain(|h| !LEAN_LEAVES_OUT.contains(&h.name));
+    }
     let mut links: Vec<Link> = Vec::new();
     let mut probes = load_notes;
     for h in &hooks {
@@ -870,6 +888,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         unsafe { libc::close(stats_fd) };
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
+    raw.lean = opts.lean;
     raw.vmstat = vmstat;
     // The dirtiers' cgroups by path, while the directories exist.
     let roots = crate::sysconf::SysRoots::live();
@@ -970,6 +989,10 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
     out.sort_by_key(|f| std::cmp::Reverse((f.bytes.iter().sum::<u64>(), f.dirtied_pages)));
     Ok(out)
 }
+
+/// The scheduler and softirq hooks `--lean` does not attach (the syscall pair is not even loaded).
+pub const LEAN_LEAVES_OUT: [&str; 4] =
+    ["sched:sched_switch", "sched:sched_wakeup", "irq:softirq_entry", "irq:softirq_exit"];
 
 fn read_raw(
     phases: &super::phases_skel::PhasesSkel<'_>,

@@ -168,15 +168,19 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> S
     body.push_str(&table(&["phase", "mean us", "p50 us", "p99 us", "max us"], &rows));
     body.push_str("<h2>Per I/O</h2>");
     let mut counts: Vec<Vec<String>> = [
-        ("irq", &t.irq),
-        ("softirq block", &t.softirq_block),
-        ("iommu map", &t.iommu_map),
-        ("iommu unmap", &t.iommu_unmap),
-        ("dma map", &t.dma_map),
-        ("dma unmap", &t.dma_unmap),
+        ("irq", Some(&t.irq)),
+        ("softirq block", t.softirq_block.as_ref()),
+        ("iommu map", Some(&t.iommu_map)),
+        ("iommu unmap", Some(&t.iommu_unmap)),
+        ("dma map", Some(&t.dma_map)),
+        ("dma unmap", Some(&t.dma_unmap)),
     ]
     .iter()
-    .map(|(k, v)| vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)])
+    .map(|(k, v)| match v {
+        Some(v) => vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)],
+        // --lean hooks no softirq: unknown, not zero.
+        None => vec![k.to_string(), "unknown (--lean)".into(), "unknown".into()],
+    })
     .collect();
     let c = &report.ctx_switches;
     counts.push(vec!["ctx switches".into(), c.total.to_string(), format!("{:.3}", c.per_io)]);

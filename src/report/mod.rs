@@ -366,13 +366,16 @@ impl Report {
             self.ctx_switches_getrusage = Some(self.ctx_switches.clone());
             self.outside_phases_ns = Some(self.lat_ns.mean as i64 - t.phase_sum_mean_ns as i64);
         }
-        self.ctx_switches = CtxSwitches {
-            voluntary: t.ctx_voluntary,
-            involuntary: t.ctx_involuntary,
-            total,
-            per_io: if self.ios == 0 { 0.0 } else { total as f64 / self.ios as f64 },
-            source: "sched_switch".into(),
-        };
+        // --lean has no sched_switch: the generator's getrusage counts stay.
+        if !t.lean {
+            self.ctx_switches = CtxSwitches {
+                voluntary: t.ctx_voluntary,
+                involuntary: t.ctx_involuntary,
+                total,
+                per_io: if self.ios == 0 { 0.0 } else { total as f64 / self.ios as f64 },
+                source: "sched_switch".into(),
+            };
+        }
         self.trace = Some(t);
         self.irq_vectors = irq_vectors;
         self

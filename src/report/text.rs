@@ -181,7 +181,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if rows {
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
-            writeln!(w, "      (the generator queued the I/O -> its io_uring_enter / io_submit: its own time before the kernel)")?;
+            if t.lean {
+                writeln!(
+                    w,
+                    "      (the generator queued the I/O -> io_uring took its SQE: its own time and the syscall's entry, --lean)"
+                )?;
+            } else {
+                writeln!(
+                    w,
+                    "      (the generator queued the I/O -> its io_uring_enter / io_submit: its own time before the kernel)"
+                )?;
+            }
         }
         row(w, "submission", &p.submission, true)?;
         for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
@@ -246,10 +256,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     match (&t.reap_from_ring, t.reap_not_seen) {
         (Some(wait), _) => {
             row(w, "reap (CQ ring)", wait, true)?;
-            writeln!(
-                w,
-                "      (SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees: timed by the generator)"
-            )?;
+            if t.lean {
+                writeln!(
+                    w,
+                    "      (--lean: posted -> taken by the generator: the rest of its io_uring_enter, which no hook sees, and its return; timed by the generator)"
+                )?;
+            } else {
+                writeln!(
+                    w,
+                    "      (SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees: timed by the generator)"
+                )?;
+            }
         }
         (None, 0) => {}
         (None, n) => writeln!(
@@ -301,7 +318,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(r.lat_ns.mean)
         )?;
         if let Some(out) = r.outside_phases_ns {
-            let place = if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
+            let place = if t.lean {
+                "between the generator's clock reads and the probes' (--lean)"
+            } else if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
                 "in the application (queueing, reading the CQ ring) and syscall entry/exit"
             } else if p.app_before_submit.is_some() {
                 "after the reaping syscall's exit, until the generator took the completion"
@@ -309,12 +328,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
                 "in the application and syscall entry/exit"
             };
             if out >= 0 {
+                // Without sched_switch (--lean) whether the thread was preempted there is unknown.
+                let preempted = t.preempted_ns.as_ref().map_or("unknown".to_owned(), |p| us(p.per_io.round() as u64));
                 writeln!(
                     w,
-                    "    {:<16}{:>9}   {place}, of which preempted (runnable, not running) {}",
+                    "    {:<16}{:>9}   {place}, of which preempted (runnable, not running) {preempted}",
                     "outside phases",
                     us(out as u64),
-                    us(t.preempted_ns.per_io.round() as u64)
                 )?;
             } else {
                 // The probes' timestamps sit just outside the application's (syscall entry before
@@ -425,35 +445,39 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     // Interrupts, softirqs and IOMMU/DMA maps belong to no process: counted machine-wide (IRQs on
     // the target's vectors) for as long as the trace ran, so I/O of anyone else adds to them.
     writeln!(w, "    (IRQs, softirqs, iommu and dma: device- or machine-wide while traced; other I/O adds to them)")?;
+    // --lean attaches no softirq or scheduler hook: what they count is unknown, not zero.
+    let unknown = |w: &mut dyn Write, name: &str| {
+        writeln!(w, "    {:<40}{:>10}{:>10}   (--lean: not hooked)", name, "unknown", "unknown")
+    };
     for (name, v) in [
-        (format!("IRQs ({vectors})"), &t.irq),
-        ("BLOCK softirqs".to_owned(), &t.softirq_block),
-        ("iommu map".to_owned(), &t.iommu_map),
-        ("iommu unmap".to_owned(), &t.iommu_unmap),
-        ("dma map".to_owned(), &t.dma_map),
-        ("dma unmap".to_owned(), &t.dma_unmap),
+        (format!("IRQs ({vectors})"), Some(&t.irq)),
+        ("BLOCK softirqs".to_owned(), t.softirq_block.as_ref()),
+        ("iommu map".to_owned(), Some(&t.iommu_map)),
+        ("iommu unmap".to_owned(), Some(&t.iommu_unmap)),
+        ("dma map".to_owned(), Some(&t.dma_map)),
+        ("dma unmap".to_owned(), Some(&t.dma_unmap)),
     ] {
-        writeln!(w, "    {:<40}{:>10}{:>10.3}", name, v.total, v.per_io)?;
+        match v {
+            Some(v) => writeln!(w, "    {:<40}{:>10}{:>10.3}", name, v.total, v.per_io)?,
+            None => unknown(w, &name)?,
+        }
     }
     writeln!(
         w,
-        "    {:<40}{:>10}{:>10.3}",
-        "context switches (traced threads)", r.ctx_switches.total, r.ctx_switches.per_io
+        "    {:<40}{:>10}{:>10.3}{}",
+        "context switches (traced threads)",
+        r.ctx_switches.total,
+        r.ctx_switches.per_io,
+        if t.lean { "   (getrusage: --lean has no sched_switch)" } else { "" }
     )?;
-    writeln!(
-        w,
-        "    {:<40}{:>10}{:>10}",
-        "BLOCK softirq time (us)",
-        us(t.softirq_block_ns.total),
-        us(t.softirq_block_ns.per_io.round() as u64)
-    )?;
-    writeln!(
-        w,
-        "    {:<40}{:>10}{:>10}",
-        "run-queue wait after wakeup (us)",
-        us(t.runq_wait_ns.total),
-        us(t.runq_wait_ns.per_io.round() as u64)
-    )?;
+    for (name, v) in
+        [("BLOCK softirq time (us)", &t.softirq_block_ns), ("run-queue wait after wakeup (us)", &t.runq_wait_ns)]
+    {
+        match v {
+            Some(v) => writeln!(w, "    {:<40}{:>10}{:>10}", name, us(v.total), us(v.per_io.round() as u64))?,
+            None => unknown(w, name)?,
+        }
+    }
     if !t.syscalls.is_empty() {
         // Those that ran at least once in 1000 I/Os; the JSON report has every one.
         let top: Vec<String> = t
