@@ -11,8 +11,9 @@
 #              phase only (block_rq_issue -> block_rq_complete in a hash map): the one-phase peer
 #   floor      `iopath trace --empty-probes`: iopath's hooks attached with empty bodies, what they
 #              cost before any work (the tracepoints' dispatch, the syscall hooks' slow path)
-# Ratios are paired run by run (scripts/paired.py: geometric mean, 95% interval); iopath's trace
-# is judged against the peer: better, even (the interval holds 1.00x) or WORSE.
+#   lean       `iopath trace --lean` (uring only): the five hooks the four phases need
+# Ratios are paired run by run (scripts/paired.py: geometric mean, 95% interval); every way is
+# judged against the peer: better, even (the interval holds 1.00x) or WORSE.
 # Then buffered reads of a cached file against a bpftrace peer (`cached`, see there).
 #   usage: scripts/bench-overhead.sh [RUNTIME_S=5] [REPEAT=5] [QDS="1 32"] [ENGINES="uring aio"]
 #          [TARGETS="file loop cached"]
@@ -45,10 +46,11 @@ bt_stop() { kill -INT "$BT"; wait "$BT" || true; BT=""; }
 one() { # mode kind target engine qd -> "iops lost correlated peer_count"
   local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=() peer=-; [ "$kind" = file ] && flag=--file || flag=--device
   case $mode in run | peer) cmd=run ;; esac
-  case $mode in trace | events | flame) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
+  case $mode in trace | events | flame | lean) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
   [ "$mode" = events ] && extra+=(--events)
   [ "$mode" = flame ] && extra+=(--flamegraph --out "$W/flamegraph-out")
   [ "$mode" = floor ] && extra+=(--empty-probes)
+  [ "$mode" = lean ] && extra+=(--lean)
   [ "$mode" = peer ] && bt_start scripts/peer-device.bt
   if ! "$IOPATH" "$cmd" $flag "$t" --engine "$eng" --qd "$qd" --runtime "${RUNTIME}s" "${extra[@]}" --json - \
       > "$W/out.json" 2> "$W/err"; then
@@ -63,18 +65,15 @@ one() { # mode kind target engine qd -> "iops lost correlated peer_count"
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["iops"], r["ios"], r.get("lost_events",{}).get("total",0), r.get("correlated_fraction",1), sys.argv[2])' "$W/out.json" "$peer"
 }
 
-MODES=(run trace events flame peer floor)
 KINDS=$(for k in $TARGETS; do [ "$k" = cached ] || echo "$k"; done)
-if [ -n "$KINDS" ]; then
-  echo "4k random reads, O_DIRECT, ${RUNTIME}s x $REPEAT rounds; ratios: geometric mean of the paired runs [95%]"
-  printf '%-5s %-5s %3s %9s  %-22s %-22s %-22s %-22s %-22s %-7s %5s %7s\n' target eng qd untraced \
-    "trace" "+events" "+flame" "peer (bpftrace)" "floor (empty)" "vs peer" lost corr
-fi
+[ -n "$KINDS" ] && echo "4k random reads, O_DIRECT, ${RUNTIME}s runs x $REPEAT rounds; ratios: geometric mean of the paired runs [95%]"
 for kind in $KINDS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
+    # --lean follows direct io_uring only.
+    MODES=(run trace events flame peer floor); [ "$eng" = uring ] && MODES+=(lean)
     for qd in $QDS; do
-      for m in "${MODES[@]}"; do : > "$W/$m"; done
+      for m in run trace lean events flame peer floor; do : > "$W/$m"; done
       for r in $(seq "$REPEAT"); do
         for i in $(seq 0 $(( ${#MODES[@]} - 1 ))); do
           m=${MODES[$(( (r + i) % ${#MODES[@]} ))]}
@@ -84,17 +83,25 @@ for kind in $KINDS; do
       # The peer timed (nearly) every request of its runs, else it measured nothing.
       awk '$5 < 0.95 * $2 { bad = 1 } END { exit bad }' "$W/peer" ||
         { echo "bench-overhead: the bpftrace peer timed fewer requests than the run made:" >&2; cat "$W/peer" >&2; exit 1; }
-      u=$(cut -d' ' -f1 "$W/run" | median)
-      cells=()
-      for m in trace events flame peer floor; do
+      printf '\n%s %s qd%s: untraced %.0f IOPS (median)\n' $kind $eng $qd "$(cut -d' ' -f1 "$W/run" | median)"
+      printf '  %-20s %-22s %-22s %-7s %5s %8s\n' way "vs untraced" "vs the peer" verdict lost corr
+      for m in trace lean events flame peer floor; do
+        [ -s "$W/$m" ] || continue
         read -r r lo hi _ < <(python3 scripts/paired.py "$W/$m" "$W/run")
-        cells+=("$(printf '%5.3fx [%5.3f-%5.3f]' "$r" "$lo" "$hi")")
+        case $m in
+          trace) label="iopath trace" ;; lean) label="iopath trace --lean" ;; events) label="  --events" ;;
+          flame) label="  --flamegraph" ;; peer) label="peer (bpftrace)" ;; floor) label="floor (empty hooks)" ;;
+        esac
+        vs="" verdict="" lost="" corr=""
+        if [ "$m" != peer ]; then
+          read -r v v_lo v_hi verdict < <(python3 scripts/paired.py "$W/$m" "$W/peer")
+          vs=$(printf '%5.3fx [%5.3f-%5.3f]' "$v" "$v_lo" "$v_hi")
+        fi
+        if [ "$m" != peer ] && [ "$m" != floor ]; then
+          lost=$(cut -d' ' -f3 "$W/$m" | sort -g | tail -1); corr=$(printf '%.4f' "$(cut -d' ' -f4 "$W/$m" | median)")
+        fi
+        printf '  %-20s %5.3fx [%5.3f-%5.3f]  %-22s %-7s %5s %8s\n' "$label" "$r" "$lo" "$hi" "$vs" "$verdict" "$lost" "$corr"
       done
-      read -r v v_lo v_hi verdict < <(python3 scripts/paired.py "$W/trace" "$W/peer")
-      lost=$(cat "$W/trace" "$W/events" | cut -d' ' -f3 | sort -g | tail -1); corr=$(cut -d' ' -f4 "$W/trace" | median)
-      printf '%-5s %-5s %3d %9.0f  %-22s %-22s %-22s %-22s %-22s %-7s %5d %7.4f\n' $kind $eng $qd "$u" \
-        "${cells[0]}" "${cells[1]}" "${cells[2]}" "${cells[3]}" "${cells[4]}" "$verdict" "$lost" "$corr"
-      printf '      (trace vs peer %5.3fx [%5.3f-%5.3f])\n' "$v" "$v_lo" "$v_hi"
     done
   done
 done
