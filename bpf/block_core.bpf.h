@@ -102,13 +102,15 @@ static __always_inline struct bio *bio_parent(struct bio *bio, __u64 end_io, boo
 
 /* The I/O a direct-I/O kiocb belongs to: the kiocb itself is the io_kiocb's first member for
  * io_uring; aio's sits at offset 0 of the aio_kiocb, whose user iocb and kioctx name it. */
-static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc)
+static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc,
+					     struct aio_kiocb **aio)
 {
 	__u64 done = (__u64)BPF_CORE_READ(iocb, ki_complete);
 
 	if (done && done == targ_aio_complete) {
 		struct aio_kiocb *a = (void *)iocb;
 
+		*aio = a;
 		*disc = (__u32)(__u64)BPF_CORE_READ(a, ki_ctx);
 		return BPF_CORE_READ(a, ki_res.obj);
 	}
@@ -122,7 +124,8 @@ static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc)
  * devices' clones are walked back to the bio the application's I/O made (`*stacked`: through a
  * stacked device).
  */
-static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *stacked)
+static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *stacked,
+					   struct aio_kiocb **aio)
 {
 	__u64 end_io = 0;
 	struct bio *up;
@@ -130,6 +133,7 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 
 	*disc = 0;
 	*stacked = false;
+	*aio = NULL;
 	for (i = 0; i < MAX_CHAIN; i++) {
 		end_io = (__u64)BPF_CORE_READ(bio, bi_end_io);
 		if (!end_io)
@@ -145,20 +149,20 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 
 		if (!BPF_CORE_READ(iocb, ki_complete))
 			return (__u64)BPF_CORE_READ(dio, submit.waiter);
-		return io_key_of_kiocb(iocb, disc);
+		return io_key_of_kiocb(iocb, disc, aio);
 	}
 	if (end_io == targ_blkdev_end_io_async) {
 		struct blkdev_dio *dio =
 		    (void *)((char *)bio - bpf_core_field_offset(struct blkdev_dio, bio));
 
-		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc);
+		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc, aio);
 	}
 	if (end_io == targ_blkdev_end_io) {
 		struct blkdev_dio *dio = BPF_CORE_READ(bio, bi_private);
 
 		if (BPF_CORE_READ(dio, flags) & DIO_IS_SYNC)
 			return (__u64)BPF_CORE_READ(dio, waiter);
-		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc);
+		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc, aio);
 	}
 	/* A block device's small sync direct I/O waits in submit_bio_wait on its own stack: the
 	 * waiter is the task submitting it. From a kworker (blk-throttle's release, dm-crypt's
@@ -175,11 +179,16 @@ SLOT_TABLE(links, link_slot, LINK_MATCH)
 
 static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio, bool *stacked)
 {
+	struct aio_kiocb *aio;
 	__u32 disc;
-	__u64 key = io_key_of_bio(bio, &disc, stacked);
+	__u64 key = io_key_of_bio(bio, &disc, stacked, &aio);
 
 	return key ? ios_find(key, disc) : NULL;
 }
+
+/* Defined by the includer (phases.bpf.c): claims an aio request at its first bio (--lean). */
+static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
+							struct aio_kiocb *aio, __u64 start);
 
 /* The I/O that owns a bio: through its link when it has one (`release`: the bio is done, free
  * the link), else derived. */
@@ -202,16 +211,23 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
  * releases bios from its dispatch work); one queued from its own process (the submitter, the SQ
  * thread, an io-wq worker) was not. */
-/* False when the bio belongs to no I/O followed (the caller says why). */
-static __always_inline bool on_bio_queue(struct bio *bio)
+/* False when the bio belongs to no I/O followed (the caller says why). `claim_start`: the
+ * submitting io_submit's entry when an aio request not claimed yet may be claimed here (--lean
+ * aio; 0 otherwise). */
+static __always_inline bool on_bio_queue(struct bio *bio, __u64 claim_start)
 {
+	struct aio_kiocb *aio;
 	struct task_struct *cur;
 	struct link_slot *l;
 	struct io_slot *s;
 	bool existed, stacked;
-	__u64 now;
+	__u32 disc;
+	__u64 now, key;
 
-	s = io_of_bio_derived(bio, &stacked);
+	key = io_key_of_bio(bio, &disc, &stacked, &aio);
+	s = key ? ios_find(key, disc) : NULL;
+	if (!s && aio && claim_start)
+		s = aio_claim_at_bio(key, disc, aio, claim_start);
 	if (!s)
 		return false;
 	l = links_claim((__u64)bio, 0, &existed);

@@ -167,9 +167,10 @@ pub struct TraceArgs {
     /// only.
     #[arg(long, hide = true)]
     pub empty_probes: bool,
-    /// Direct io_uring with the bundled generator, at the least cost: only the hooks the four
-    /// phases need (no syscall, scheduler or softirq hook). A request starts when io_uring takes
-    /// its SQE and its completion ends when posted; the generator times its own reap. Context
+    /// The bundled generator's direct I/O at the least cost: only the hooks the four phases need
+    /// (no scheduler or softirq hook). io_uring: no syscall hook either (a request starts when
+    /// io_uring takes its SQE and its completion ends when posted; the generator times its own
+    /// reap). aio: each request claimed at its first bio, not from the user's iocb array. Context
     /// switches come from getrusage; softirq time and run-queue waits are not measured.
     #[arg(long)]
     pub lean: bool,

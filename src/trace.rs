@@ -47,11 +47,18 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         "--pagecache count leaves out the syscall hooks that the direct (O_DIRECT) routes are timed by: \
          use it with --direct false, or drop it"
     );
-    anyhow::ensure!(
-        !flags.lean || (job.engine == crate::job::EngineKind::Uring && job.direct),
-        "--lean follows direct io_uring only (it has no syscall hook, which the other routes are timed by): \
-         use it with --engine uring --direct true, or drop it"
-    );
+    use crate::job::EngineKind;
+    use crate::probe::session::Lean;
+    let lean = match (flags.lean, job.engine) {
+        (false, _) => Lean::Off,
+        (true, EngineKind::Uring) if job.direct => Lean::Uring,
+        (true, EngineKind::Aio) if job.direct => Lean::Aio,
+        (true, _) => bail!(
+            "--lean follows direct io_uring and aio only (it claims a request at its first bio, or has no \
+             syscall hook, which the other routes are timed by): use it with --engine uring or aio and \
+             --direct true, or drop it"
+        ),
+    };
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let target = loadgen::prepare(job)?;
@@ -70,7 +77,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
         // SQPOLL and --lean: the generator times its reap from the probes' posting times.
-        posted_slots: if job.engine == crate::job::EngineKind::Uring && (job.sqpoll || flags.lean) {
+        posted_slots: if job.engine == EngineKind::Uring && (job.sqpoll || lean == Lean::Uring) {
             job.jobs * job.qd
         } else {
             0
@@ -78,7 +85,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
         empty_probes: flags.empty_probes,
-        lean: flags.lean,
+        lean,
         pagecache: flags.pagecache,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
@@ -180,8 +187,8 @@ const KILL_AFTER_NS: u64 = 5_000_000_000;
 pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     anyhow::ensure!(
         !flags.lean,
-        "--lean needs the bundled generator, which times its own reap (another process's is seen by no \
-         probe without the syscall hooks): drop --lean to trace a process or command"
+        "--lean needs the bundled generator, whose direct I/O it knows (its io_uring reap is timed by the \
+         generator, its aio requests are claimed at their bios): drop --lean to trace a process or command"
     );
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
@@ -250,7 +257,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
         empty_probes: flags.empty_probes,
-        lean: flags.lean,
+        lean: crate::probe::session::Lean::Off,
         pagecache: flags.pagecache,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).

@@ -177,7 +177,8 @@ fn tracing_another_process_honours_its_flags() {
         (&["trace", "--pid", "1", "--runtime", "1s", "--duration", "1s"], "give one"),
         (&["trace", "--duration", "1s"], "the bundled generator runs for --runtime"),
         (&["trace", "--lean", "--pid", "1"], "--lean needs the bundled generator"),
-        (&["trace", "--lean", "--engine", "aio", "--ios", "8"], "--lean follows direct io_uring only"),
+        (&["trace", "--lean", "--engine", "psync", "--ios", "8"], "--lean follows direct io_uring and aio only"),
+        (&["trace", "--lean", "--direct", "false", "--ios", "8"], "--lean follows direct io_uring and aio only"),
     ] {
         let err = fails(args);
         assert!(err.contains(says), "{args:?}: {err}");

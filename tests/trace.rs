@@ -96,12 +96,13 @@ fn a_loop_device_with_scheduler_none() {
     }
 }
 
-/// `--lean`: direct io_uring with only the hooks its four phases need (no syscall, scheduler or
-/// softirq hook). The phases still add up to the generator's latency (its reap timed by the
-/// generator from the posting times), every I/O is followed, what it leaves out is unknown (not
-/// zero) in the JSON, and its device phase agrees with a bpftrace tracer of the same requests.
+/// `--lean`: the generator's direct I/O with only the hooks its four phases need (no scheduler or
+/// softirq hook; io_uring without the syscall pair, aio claimed at its first bio). The phases
+/// still add up to the generator's latency (io_uring's reap timed by the generator from the
+/// posting times), every I/O is followed, what it leaves out is unknown (not zero) in the JSON,
+/// and its device phase agrees with a bpftrace tracer of the same requests.
 #[test]
-fn lean_follows_direct_uring_with_five_hooks() {
+fn lean_follows_direct_uring_and_aio_with_fewer_hooks() {
     use std::os::unix::fs::MetadataExt;
     require_root();
     let _serial = serial();
@@ -110,56 +111,67 @@ fn lean_follows_direct_uring_with_five_hooks() {
     let rdev = std::fs::metadata(&l.0).unwrap().rdev();
     // The kernel's dev_t in the block tracepoints: major << 20 | minor.
     let dev = (libc::major(rdev) as u64) << 20 | libc::minor(rdev) as u64;
-    let bt = BpfTrace::start(&format!(
-        "tracepoint:block:block_rq_issue /args->dev == {dev}/ {{ @s[args->sector] = nsecs; }}
-         tracepoint:block:block_rq_complete /args->dev == {dev} && @s[args->sector]/ {{
-           @n = count(); @t = sum(nsecs - @s[args->sector]); delete(@s[args->sector]); }}"
-    ));
-    let r = trace_json(&["--lean", "--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "2s"]);
-    let reference = bt.stop();
-    check_phases(&r, "--lean");
-    assert_eq!(r["lean"], true);
-    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
-    let attached: Vec<&str> = r["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["attached"] == true)
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    for want in [
-        "io_uring:io_uring_submit_req",
-        "io_uring:io_uring_complete",
-        "block:block_bio_queue",
-        "block:block_rq_issue",
-        "block:block_rq_complete",
-    ] {
-        assert!(attached.contains(&want), "{want} not attached: {attached:?}");
+    for engine in ["uring", "aio"] {
+        let bt = BpfTrace::start(&format!(
+            "tracepoint:block:block_rq_issue /args->dev == {dev}/ {{ @s[args->sector] = nsecs; }}
+             tracepoint:block:block_rq_complete /args->dev == {dev} && @s[args->sector]/ {{
+               @n = count(); @t = sum(nsecs - @s[args->sector]); delete(@s[args->sector]); }}"
+        ));
+        let r = trace_json(&["--lean", "--engine", engine, "--qd", "8", "--device", &l.0, "--runtime", "2s"]);
+        let reference = bt.stop();
+        check_phases(&r, engine);
+        assert_eq!(r["lean"], true);
+        assert_eq!(r["reconciliation"]["reconciled"], true, "{engine}: {}", r["reconciliation"]);
+        let attached: Vec<&str> = r["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["attached"] == true)
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        let mut want = vec!["block:block_bio_queue", "block:block_rq_issue", "block:block_rq_complete"];
+        let mut never = vec!["sched:sched_switch", "sched:sched_wakeup", "irq:softirq"];
+        if engine == "uring" {
+            want.extend(["io_uring:io_uring_submit_req", "io_uring:io_uring_complete"]);
+            never.push("raw_syscalls:");
+        } else {
+            // aio has no tracepoint of its own: io_submit's start and io_getevents' reap.
+            want.extend(["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"]);
+        }
+        for w in want {
+            assert!(attached.contains(&w), "{engine}: {w} not attached: {attached:?}");
+        }
+        for n in never {
+            assert!(!attached.iter().any(|a| a.starts_with(n)), "{engine}: --lean attached {n}: {attached:?}");
+        }
+        let ios = r["ios"].as_u64().unwrap();
+        if engine == "uring" {
+            // Every reap timed by the generator (no syscall hook sees it), each I/O once.
+            assert_eq!(r["reap_from_ring"]["count"].as_u64(), Some(ios), "{}", r["reap_from_ring"]);
+        } else {
+            // Claimed at the bio, reaped at io_getevents' exit: the reap is the probes' own.
+            assert!(r["phases"]["completion_reap"]["count"].as_u64().unwrap() >= ios * 99 / 100, "{}", r["phases"]);
+            assert_eq!(r["lost_events"]["reaped_unmatched"].as_u64(), Some(0), "{}", r["lost_events"]);
+        }
+        assert_eq!(r["ctx_switches"]["source"], "getrusage");
+        for unknown in ["softirq_block", "softirq_block_ns", "preempted_ns", "runq_wait_ns"] {
+            assert!(r.get(unknown).is_none(), "{unknown} is unknown under --lean, not {}", r[unknown]);
+        }
+        // bpftrace timed the same requests (the generator's, plus a few at start-up and exit),
+        // less those whose sector another request in flight also read: its map keeps one start
+        // per sector (8 in flight over 16384 4k blocks: ~0.04% collide).
+        let n = reference["n"];
+        assert!(
+            n >= ios as f64 * 0.995 && n <= ios as f64 * 1.01 + 64.0,
+            "{engine}: bpftrace timed {n} requests, the run made {ios}"
+        );
+        let bt_mean = reference["t"] / n;
+        let dev_mean = r["phases"]["device"]["mean_ns"].as_f64().unwrap();
+        assert!(
+            (dev_mean - bt_mean).abs() <= bt_mean * 0.10,
+            "{engine}: device phase {dev_mean} ns, bpftrace's issue -> complete {bt_mean} ns"
+        );
     }
-    for never in ["raw_syscalls:", "sched:sched_switch", "sched:sched_wakeup", "irq:softirq"] {
-        assert!(!attached.iter().any(|a| a.starts_with(never)), "--lean attached {never}: {attached:?}");
-    }
-    // Every reap timed by the generator (no syscall hook sees it), each I/O once.
-    let ios = r["ios"].as_u64().unwrap();
-    assert_eq!(r["reap_from_ring"]["count"].as_u64(), Some(ios), "{}", r["reap_from_ring"]);
-    assert_eq!(r["ctx_switches"]["source"], "getrusage");
-    for unknown in ["softirq_block", "softirq_block_ns", "preempted_ns", "runq_wait_ns"] {
-        assert!(r.get(unknown).is_none(), "{unknown} is unknown under --lean, not {}", r[unknown]);
-    }
-    // bpftrace timed the same requests (the generator's, plus a few at start-up and exit), less
-    // those whose sector another request in flight also read: its map keeps one start per sector
-    // (8 in flight over 16384 4k blocks: ~0.04% collide).
-    let n = reference["n"];
-    assert!(
-        n >= ios as f64 * 0.995 && n <= ios as f64 * 1.01 + 64.0,
-        "bpftrace timed {n} requests, the run made {ios}"
-    );
-    let bt_mean = reference["t"] / n;
-    let dev_mean = r["phases"]["device"]["mean_ns"].as_f64().unwrap();
-    assert!(
-        (dev_mean - bt_mean).abs() <= bt_mean * 0.10,
-        "device phase {dev_mean} ns, bpftrace's issue -> complete {bt_mean} ns"
-    );
 }
 
 #[test]

@@ -51,10 +51,8 @@ pub struct TraceOpts {
     pub skip_hooks: Vec<String>,
     /// Every program's body empty (`--empty-probes`): the hooks' cost floor, no data.
     pub empty_probes: bool,
-    /// `--lean`: the hooks the four phases of direct io_uring need and no more (no syscall,
-    /// scheduler or softirq hook): a request starts when io_uring takes its SQE and ends when its
-    /// completion is posted; the generator times its reap (posted_slots must be set).
-    pub lean: bool,
+    /// `--lean`: the hooks the four phases of the generator's direct I/O need and no more.
+    pub lean: Lean,
     /// `--pagecache`: split buffered calls (the syscall hooks) or count the page cache.
     pub pagecache: PageCacheMode,
 }
@@ -188,7 +186,8 @@ fn configure_phases(
         ro.targ_tree = !opts.tree.is_empty();
         ro.targ_app_stamp = opts.app_stamp;
         ro.targ_empty = opts.empty_probes;
-        ro.targ_lean = opts.lean;
+        ro.targ_lean = opts.lean == Lean::Uring;
+        ro.targ_aio_at_bio = opts.lean == Lean::Aio;
         ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
         ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
         ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
@@ -287,8 +286,8 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
              through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel"
         );
     }
-    let sys_enter = !pc_count && !opts.lean && has("raw_syscalls", "sys_enter");
-    let sys_exit = !pc_count && !opts.lean && has("raw_syscalls", "sys_exit");
+    let sys_enter = !pc_count && opts.lean != Lean::Uring && has("raw_syscalls", "sys_enter");
+    let sys_exit = !pc_count && opts.lean != Lean::Uring && has("raw_syscalls", "sys_exit");
 
     // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
     // verifier loses them (said in the report), not the trace. Each failed load drops the
@@ -427,7 +426,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
                 tracepoint: None,
             },
         ]
-    } else if opts.lean {
+    } else if opts.lean == Lean::Uring {
         Vec::new()
     } else {
         vec![
@@ -664,7 +663,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             tracepoint: None,
         });
     }
-    if opts.lean {
+    if opts.lean != Lean::Off {
         // What --lean leaves out is its choice, not missing: not listed (each costs a program run
         // per I/O or per context switch on the submitting thread; README "Overhead").
         hooks.retain(|h| !LEAN_LEAVES_OUT.contains(&h.name));
@@ -888,7 +887,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         unsafe { libc::close(stats_fd) };
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
-    raw.lean = opts.lean;
+    raw.lean = opts.lean != Lean::Off;
     raw.vmstat = vmstat;
     // The dirtiers' cgroups by path, while the directories exist.
     let roots = crate::sysconf::SysRoots::live();
@@ -990,7 +989,22 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
     Ok(out)
 }
 
-/// The scheduler and softirq hooks `--lean` does not attach (the syscall pair is not even loaded).
+/// `--lean`: the hooks the four phases of the bundled generator's direct I/O need and no more
+/// (README "Overhead"). Neither attaches the scheduler or softirq hooks (LEAN_LEAVES_OUT).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Lean {
+    #[default]
+    Off,
+    /// No syscall hook either: a request starts when io_uring takes its SQE and ends when its
+    /// completion is posted; the generator times its reap (posted_slots must be set).
+    Uring,
+    /// aio needs the syscall pair (it has no tracepoint), but claims each request at its first
+    /// bio, from the kernel's aio_kiocb, instead of reading the user's iocb array.
+    Aio,
+}
+
+/// The scheduler and softirq hooks `--lean` does not attach (uring's leaves the syscall pair
+/// unloaded too).
 pub const LEAN_LEAVES_OUT: [&str; 4] =
     ["sched:sched_switch", "sched:sched_wakeup", "irq:softirq_entry", "irq:softirq_exit"];
 

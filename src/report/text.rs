@@ -178,10 +178,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         }
     }
     let rows = p.total.count > 0;
+    // --lean on io_uring: no syscall hook, so the application's row runs until io_uring took the SQE.
+    let no_syscall_hooks = t.lean && !t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:"));
     if rows {
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
-            if t.lean {
+            if no_syscall_hooks {
                 writeln!(
                     w,
                     "      (the generator queued the I/O -> io_uring took its SQE: its own time and the syscall's entry, --lean)"
@@ -318,7 +320,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             us(r.lat_ns.mean)
         )?;
         if let Some(out) = r.outside_phases_ns {
-            let place = if t.lean {
+            let place = if no_syscall_hooks {
                 "between the generator's clock reads and the probes' (--lean)"
             } else if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
                 "in the application (queueing, reading the CQ ring) and syscall entry/exit"
