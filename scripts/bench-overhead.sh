@@ -11,7 +11,7 @@
 #              phase only (block_rq_issue -> block_rq_complete in a hash map): the one-phase peer
 #   floor      `iopath trace --empty-probes`: iopath's hooks attached with empty bodies, what they
 #              cost before any work (the tracepoints' dispatch, the syscall hooks' slow path)
-#   lean       `iopath trace --lean` (uring only): the five hooks the four phases need
+#   lean       `iopath trace --lean`: only the hooks the four phases need (README "Overhead")
 # Ratios are paired run by run (scripts/paired.py: geometric mean, 95% interval); every way is
 # judged against the peer: better, even (the interval holds 1.00x) or WORSE.
 # Then buffered reads of a cached file against a bpftrace peer (`cached`, see there).
@@ -70,8 +70,7 @@ KINDS=$(for k in $TARGETS; do [ "$k" = cached ] || echo "$k"; done)
 for kind in $KINDS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
-    # --lean follows direct io_uring only.
-    MODES=(run trace events flame peer floor); [ "$eng" = uring ] && MODES+=(lean)
+    MODES=(run trace lean events flame peer floor)
     for qd in $QDS; do
       for m in run trace lean events flame peer floor; do : > "$W/$m"; done
       for r in $(seq "$REPEAT"); do
