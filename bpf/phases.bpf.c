@@ -362,13 +362,14 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 		mode |= RF_WRITE;
 	now = bpf_ktime_get_ns();
 	start = now;
-	/* --lean: no syscall hook set in_submit; the application's own time runs until now. */
+	cur = bpf_get_current_task_btf();
+	/* --lean: no syscall hook set in_submit. */
 	t = targ_lean ? NULL : task_ctx(false);
-	if (targ_lean && targ_app_stamp) {
-		__u64 queued = uring_stamp(req, now);
-
-		if (queued <= now)
-			record(PH_APP_SUBMIT, now - queued);
+	if (cur->flags & PF_IO_WORKER) {
+		/* The SQ thread (io-wq workers issue, they do not submit SQEs). */
+		mode |= RF_SQPOLL;
+		if (targ_app_stamp)
+			start = uring_stamp(req, now);
 	} else if (t && t->in_submit) {
 		start = t->enter_ts;
 		if (targ_app_stamp) {
@@ -377,13 +378,12 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 			if (queued <= start)
 				record(PH_APP_SUBMIT, start - queued);
 		}
-	} else {
-		cur = bpf_get_current_task_btf();
-		if (cur->flags & PF_IO_WORKER) {
-			mode |= RF_SQPOLL;
-			if (targ_app_stamp)
-				start = uring_stamp(req, now);
-		}
+	} else if (targ_lean && targ_app_stamp) {
+		/* --lean: the application's own time (and its syscall's entry) runs until now. */
+		__u64 queued = uring_stamp(req, now);
+
+		if (queued <= now)
+			record(PH_APP_SUBMIT, now - queued);
 	}
 	s = io_claim((__u64)req, 0, start, tgid, mode);
 	if (s)

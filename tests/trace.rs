@@ -172,6 +172,14 @@ fn lean_follows_direct_uring_and_aio_with_fewer_hooks() {
             "{engine}: device phase {dev_mean} ns, bpftrace's issue -> complete {bt_mean} ns"
         );
     }
+    // SQPOLL under --lean keeps its route and its pickup: the SQ thread's requests are told
+    // apart without the syscall hooks.
+    let r = trace_json(&["--lean", "--sqpoll", "--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "1s"]);
+    let ios = r["ios"].as_u64().unwrap();
+    assert_eq!(r["routes"][0]["key"], "sqpoll", "{}", r["routes"]);
+    assert_eq!(r["routes"][0]["reads"].as_u64(), Some(ios), "{}", r["routes"]);
+    assert_eq!(r["phases"]["sqpoll_pickup"]["count"].as_u64(), Some(ios), "{}", r["phases"]);
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
 }
 
 #[test]
