@@ -218,3 +218,28 @@ fn writeback_reasons_and_files_add_up() {
     none.counters[iopath::model::Counter::WbDirtied as usize] = 0;
     assert!(summarize(&none, ios).writeback.is_none());
 }
+
+/// `--lean` hooks no scheduler or softirq event: what those count is unknown — absent from the
+/// summary (and so from every report), never a zero — while the phases, recorded from the same
+/// raw maps, still reconcile with the generator's own latency (aio: its reap is the probes').
+#[test]
+fn a_lean_trace_leaves_what_it_did_not_hook_unknown() {
+    let name = "trace-aio-qd32-lean";
+    let (raw, ios) = recorded(name);
+    assert!(raw.lean, "{name} is a --lean recording");
+    let s = summarize(&raw, ios);
+    assert!(s.lean);
+    assert!(s.softirq_block.is_none() && s.softirq_block_ns.is_none());
+    assert!(s.preempted_ns.is_none() && s.runq_wait_ns.is_none());
+    let json = serde_json::to_value(&s).unwrap();
+    for unknown in ["softirq_block", "softirq_block_ns", "preempted_ns", "runq_wait_ns"] {
+        assert!(json.get(unknown).is_none(), "{unknown} serialized as {}", json[unknown]);
+    }
+    assert!(s.irq.total == 0, "a loop device has no vectors, and IRQs are still hooked");
+    let r = reconcile(&s, recorded_lat_ns(name));
+    assert!(r.reconciled, "{name}: {:?}", r.reasons);
+    assert!((0.95..=1.05).contains(&r.phase_sum_ratio), "{name}: {}", r.phase_sum_ratio);
+    // The same maps read as a full trace's: zeros where it hooked nothing (what --lean avoids).
+    let full = summarize(&RawTrace { lean: false, ..raw }, ios);
+    assert_eq!(full.softirq_block.map(|v| v.total), Some(0));
+}
