@@ -46,7 +46,7 @@ bt_stop() { kill -INT "$BT"; wait "$BT" || true; BT=""; }
 one() { # mode kind target engine qd -> "iops lost correlated peer_count"
   local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=() peer=-; [ "$kind" = file ] && flag=--file || flag=--device
   case $mode in run | peer) cmd=run ;; esac
-  case $mode in trace | events | flame | lean) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
+  case $mode in trace | events | flame | lean | floor) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
   [ "$mode" = events ] && extra+=(--events)
   [ "$mode" = flame ] && extra+=(--flamegraph --out "$W/flamegraph-out")
   [ "$mode" = floor ] && extra+=(--empty-probes)
