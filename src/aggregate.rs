@@ -896,7 +896,8 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
         if t.unlinked > 0 {
             why.push_str(&format!(
                 "; {} reached the block layer but no request linked back to them (a stacked device whose clones \
-                 iopath cannot walk back: not dm-linear, dm-crypt or md raid1, or its module has no BTF)",
+                 iopath cannot walk back: not dm-linear, dm-crypt or md raid1, or its module has no BTF; also \
+                 seen, up to 1%, for io-wq punts on a file whose metadata was just dropped from the cache)",
                 t.unlinked
             ));
         }
