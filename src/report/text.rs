@@ -183,17 +183,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if rows {
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
-            if no_syscall_hooks {
-                writeln!(
-                    w,
-                    "      (the generator queued the I/O -> io_uring took its SQE: its own time and the syscall's entry, --lean)"
-                )?;
+            let until = if no_syscall_hooks {
+                "io_uring took its SQE: its own time and the syscall's entry, --lean"
             } else {
-                writeln!(
-                    w,
-                    "      (the generator queued the I/O -> its io_uring_enter / io_submit: its own time before the kernel)"
-                )?;
-            }
+                "its io_uring_enter / io_submit: its own time before the kernel"
+            };
+            writeln!(w, "      (the generator queued the I/O -> {until})")?;
         }
         row(w, "submission", &p.submission, true)?;
         for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
@@ -258,17 +253,15 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     match (&t.reap_from_ring, t.reap_not_seen) {
         (Some(wait), _) => {
             row(w, "reap (CQ ring)", wait, true)?;
-            if t.lean {
-                writeln!(
-                    w,
-                    "      (--lean: posted -> taken by the generator: the rest of its io_uring_enter, which no hook sees, and its return; timed by the generator)"
-                )?;
+            // SQPOLL reads the CQ ring with no syscall, traced lean or not; --lean on the
+            // submitting thread reaps through io_uring_enter, which it does not hook.
+            let sqpoll = t.routes.iter().any(|r| r.key == "sqpoll" && r.share > 0.5);
+            let how = if t.lean && !sqpoll {
+                "--lean: posted -> taken by the generator: the rest of its io_uring_enter, which no hook sees, and its return"
             } else {
-                writeln!(
-                    w,
-                    "      (SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees: timed by the generator)"
-                )?;
-            }
+                "SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees"
+            };
+            writeln!(w, "      ({how}: timed by the generator)")?;
         }
         (None, 0) => {}
         (None, n) => writeln!(
