@@ -305,14 +305,34 @@ static __always_inline struct file *fd_file(__u64 fd, bool btf)
 	return f;
 }
 
+/* File systems whose regular files have no page cache behind them: a read of /proc or /sys is
+ * not a page-cache hit (the generator reads /proc/thread-self/schedstat; any traced program may
+ * read /proc: counted as buffered reads, they made a cold-cache comparison read 100% hits). */
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+
+static __always_inline bool pseudo_fs(unsigned long magic)
+{
+	return magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
+	       magic == CGROUP2_SUPER_MAGIC || magic == DEBUGFS_MAGIC || magic == TRACEFS_MAGIC;
+}
+
 static __always_inline enum fd_kind fd_kind(struct file *f)
 {
+	struct inode *inode;
 	__u32 mode;
 
 	if (!f)
 		return FD_OTHER;
-	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	inode = BPF_CORE_READ(f, f_inode);
+	mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
 	if (mode != S_IFREG && mode != S_IFBLK)
+		return FD_OTHER;
+	if (mode == S_IFREG && pseudo_fs(BPF_CORE_READ(inode, i_sb, s_magic)))
 		return FD_OTHER;
 	return (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) ? FD_DIRECT : FD_BUFFERED;
 }

@@ -167,13 +167,19 @@ pub struct TraceArgs {
     /// only.
     #[arg(long, hide = true)]
     pub empty_probes: bool,
-    /// The bundled generator's direct I/O at the least cost: only the hooks the four phases need
-    /// (no scheduler or softirq hook). io_uring: no syscall hook either (a request starts when
-    /// io_uring takes its SQE and its completion ends when posted; the generator times its own
-    /// reap). aio: each request claimed at its first bio, not from the user's iocb array. Context
-    /// switches come from getrusage; softirq time and run-queue waits are not measured.
-    #[arg(long)]
+    /// The bundled generator's direct I/O at the least cost (the default for direct io_uring and
+    /// aio; refused elsewhere): only the hooks the four phases need, no scheduler or softirq hook.
+    /// io_uring: no syscall hook either (a request starts when io_uring takes its SQE and its
+    /// completion ends when posted; the generator times its own reap). aio: each request claimed
+    /// at its first bio, not from the user's iocb array. Context switches come from getrusage;
+    /// softirq time, preemption and run-queue waits are unknown (--full measures them).
+    #[arg(long, conflicts_with = "full")]
     pub lean: bool,
+    /// Every hook, also where --lean would do: per-I/O context switches, preemption and run-queue
+    /// waits (sched_switch/sched_wakeup), BLOCK softirq time and, for io_uring, the syscall pair
+    /// (syscall counts; the reap timed by a probe). Costs ~0.5-1 us of BPF per I/O more.
+    #[arg(long)]
+    pub full: bool,
     /// The page cache: split each buffered call into on CPU, waited and run queue (split, through
     /// the syscall hooks), or count reads and pages added per CPU from filemap's tracepoints
     /// (count: cheaper on cached reads, times no call and follows no syscall; buffered jobs).

@@ -115,6 +115,10 @@ pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Resul
         .unwrap_or_default();
     let mut per_io = BTreeMap::new();
     per_io.insert("ctx_switches".to_owned(), r.ctx_switches.per_io);
+    // The workers' run-queue time from schedstat: known traced or not, lean or not.
+    if let Some(d) = &r.run_delay {
+        per_io.insert("run_delay_us".to_owned(), d.per_io_ns / 1000.0);
+    }
     if let Some(t) = t {
         for (key, x) in [
             ("irq", Some(t.irq.per_io)),
@@ -834,14 +838,19 @@ fn causes(c: &Comparison) -> Vec<String> {
     let inv = per_io(c, "ctx_involuntary").map(|x| (x.before, x.after));
     let pre = per_io(c, "preempted_us").map(|x| (x.before, x.after));
     let runq = per_io(c, "runq_wait_us").map(|x| (x.before, x.after));
+    let delay = per_io(c, "run_delay_us").map(|x| (x.before, x.after));
     let completion_grew = phase(c, "completion").is_some_and(|p| p.judgement == "grew");
     let contended = inv.is_some_and(|(b, a)| a > b * 1.5 + 0.01)
         || pre.is_some_and(|(b, a)| a > b + 1.0)
-        || runq.is_some_and(|(b, a)| a > b * 1.5 + 1.0);
+        || runq.is_some_and(|(b, a)| a > b * 1.5 + 1.0)
+        || delay.is_some_and(|(b, a)| a > b * 1.5 + 1.0);
     if completion_grew && contended {
         let mut s = String::from("CPU contention: the application was runnable but not running");
         if let Some((b, a)) = runq.filter(|(b, a)| a > &(b + 0.5)) {
             s.push_str(&format!("; run-queue wait after wakeup {b:.1} -> {a:.1} us per I/O"));
+        }
+        if let Some((b, a)) = delay.filter(|(b, a)| a > &(b + 0.5)) {
+            s.push_str(&format!("; runnable, not running {b:.1} -> {a:.1} us per I/O (schedstat)"));
         }
         if let Some((b, a)) = inv.filter(|(b, a)| (a - b).abs() >= 0.005) {
             s.push_str(&format!("; involuntary context switches {b:.3} -> {a:.3} per I/O"));

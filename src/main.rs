@@ -65,7 +65,11 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         doorbell: a.doorbell,
         skip_hooks: a.skip_hooks.clone(),
         empty_probes: a.empty_probes,
-        lean: a.lean,
+        hooks: match (a.lean, a.full) {
+            (true, _) => iopath::trace::HookSet::Lean,
+            (false, true) => iopath::trace::HookSet::Full,
+            (false, false) => iopath::trace::HookSet::Auto,
+        },
         pagecache: a.pagecache,
     };
     let (mut rep, raw) = match external {

@@ -70,7 +70,10 @@ fn uring_and_aio_on_a_file() {
         }
         // Context switches of the worker: BPF's sched_switch count vs the thread's own rusage.
         let cs = r["ctx_switches"]["total"].as_u64().unwrap();
-        assert_eq!(r["ctx_switches"]["source"], "sched_switch");
+        // Direct io_uring and aio are traced lean by default: no sched_switch hook, the worker's
+        // own getrusage counts (context_switches_match_the_threads_own_counts hooks it, --full).
+        assert_eq!(r["lean"], true, "{engine}: the default for direct I/O is the lean hook set");
+        assert_eq!(r["ctx_switches"]["source"], "getrusage");
         assert!(cs > 0, "{engine}: the worker blocks waiting for completions");
         if engine == "uring" {
             assert!(
@@ -96,7 +99,8 @@ fn a_loop_device_with_scheduler_none() {
     }
 }
 
-/// `--lean`: the generator's direct I/O with only the hooks its four phases need (no scheduler or
+/// The lean hook set, the default for the generator's direct I/O (`--lean` asks for it, `--full`
+/// declines it): only the hooks its four phases need (no scheduler or
 /// softirq hook; io_uring without the syscall pair, aio claimed at its first bio). The phases
 /// still add up to the generator's latency (io_uring's reap timed by the generator from the
 /// posting times), every I/O is followed, what it leaves out is unknown (not zero) in the JSON,
@@ -117,7 +121,8 @@ fn lean_follows_direct_uring_and_aio_with_fewer_hooks() {
              tracepoint:block:block_rq_complete /args->dev == {dev} && @s[args->sector]/ {{
                @n = count(); @t = sum(nsecs - @s[args->sector]); delete(@s[args->sector]); }}"
         ));
-        let r = trace_json(&["--lean", "--engine", engine, "--qd", "8", "--device", &l.0, "--runtime", "2s"]);
+        // No flag: lean is the default here.
+        let r = trace_json(&["--engine", engine, "--qd", "8", "--device", &l.0, "--runtime", "2s"]);
         let reference = bt.stop();
         check_phases(&r, engine);
         assert_eq!(r["lean"], true);
@@ -194,8 +199,10 @@ fn context_switches_match_the_threads_own_counts() {
     let _serial = serial();
     let d = scratch("trace-ctx");
     let f = d.join("t.dat");
-    // QD1 aio blocks in io_getevents once per I/O: thousands of switches to compare.
+    // QD1 aio blocks in io_getevents once per I/O: thousands of switches to compare. --full: the
+    // lean default has no sched_switch hook.
     let r = trace_json(&[
+        "--full",
         "--engine",
         "aio",
         "--qd",
@@ -207,6 +214,7 @@ fn context_switches_match_the_threads_own_counts() {
         "--runtime",
         "1s",
     ]);
+    assert_eq!(r["ctx_switches"]["source"], "sched_switch");
     let bpf = r["ctx_switches"]["total"].as_u64().unwrap() as f64;
     let own = r["ctx_switches_getrusage"]["total"].as_u64().unwrap() as f64;
     assert!(own > 1000.0, "QD1 aio should block often: {own}");

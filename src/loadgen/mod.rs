@@ -145,6 +145,9 @@ pub struct Stats {
     /// The worker threads' own context switches (RUSAGE_THREAD), the tracer's main thread excluded.
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
+    /// The worker threads' time runnable but not running (schedstat run_delay, ns); None where the
+    /// kernel keeps no schedstat (CONFIG_SCHED_INFO off).
+    pub run_delay_ns: Option<u64>,
 }
 
 impl Stats {
@@ -161,6 +164,8 @@ impl Stats {
         self.verified += o.verified;
         self.ctx_voluntary += o.ctx_voluntary;
         self.ctx_involuntary += o.ctx_involuntary;
+        // Unknown for one worker is unknown for the sum.
+        self.run_delay_ns = self.run_delay_ns.zip(o.run_delay_ns).map(|(a, b)| a + b);
     }
     pub fn ios(&self) -> u64 {
         self.reads + self.writes
@@ -364,15 +369,18 @@ where
         let start_ns = now_ns();
         start_line.store(start_ns, Ordering::Release);
         drop(hold);
-        let mut stats = Stats::default();
+        let mut stats: Option<Stats> = None;
         for h in handles {
             match h.join() {
-                Ok(Ok(s)) => stats.merge(&s),
+                Ok(Ok(s)) => match &mut stats {
+                    Some(m) => m.merge(&s),
+                    None => stats = Some(s),
+                },
                 Ok(Err(e)) => first_err = first_err.or(Some(e)),
                 Err(_) => first_err = first_err.or(Some(anyhow!("a worker thread panicked"))),
             }
         }
-        (stats, start_ns, now_ns(), Usage::now().since(before), first_err)
+        (stats.unwrap_or_default(), start_ns, now_ns(), Usage::now().since(before), first_err)
     });
     if let Some(e) = first_err {
         return Err(e);
@@ -483,6 +491,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
     let mut inflight = 0u32;
     let mut synced_at = 0u64;
     let usage_before = Usage::this_thread();
+    let delay_before = run_delay_ns();
     // The run's one start line, not this thread's wake-up: 1000 psync workers on 2 CPUs took
     // 2 s to all wake, and per-thread deadlines made --runtime 1s run 3.1 s.
     let deadline = p.runtime.map_or(u64::MAX, |d| start_ns + d.as_nanos() as u64);
@@ -557,7 +566,16 @@ fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
     let u = Usage::this_thread().since(usage_before);
     st.ctx_voluntary = u.nvcsw;
     st.ctx_involuntary = u.nivcsw;
+    st.run_delay_ns = delay_before.zip(run_delay_ns()).map(|(b, a)| a.saturating_sub(b));
     Ok(st)
+}
+
+/// This thread's time on a run queue waiting for a CPU (the second field of
+/// /proc/thread-self/schedstat, ns): after wakeups and preemptions alike. The kernel's own
+/// account, read twice per worker: no hook, so a lean trace and an untraced run have it too.
+pub fn run_delay_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Accounts for reaped completions at time `now`; returns how many there were.

@@ -179,7 +179,7 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> S
     .map(|(k, v)| match v {
         Some(v) => vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)],
         // --lean hooks no softirq: unknown, not zero.
-        None => vec![k.to_string(), "unknown (--lean)".into(), "unknown".into()],
+        None => vec![k.to_string(), "unknown (lean trace; --full)".into(), "unknown".into()],
     })
     .collect();
     let c = &report.ctx_switches;

@@ -64,6 +64,11 @@ pub struct Report {
     /// application's own time, which no kernel phase covers (trace only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outside_phases_ns: Option<i64>,
+    /// The generator's worker threads' time runnable but not running (schedstat run_delay):
+    /// traced or not, lean or not. None for another process and where the kernel keeps no
+    /// schedstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay: Option<RunDelay>,
     /// The worker threads' own counts, kept beside the BPF ones as a cross-check (trace only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ctx_switches_getrusage: Option<CtxSwitches>,
@@ -158,6 +163,15 @@ pub struct CtxSwitches {
     pub source: String,
 }
 
+/// Time on a run queue waiting for a CPU, after wakeups and preemptions alike.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunDelay {
+    pub total_ns: u64,
+    pub per_io_ns: f64,
+    /// Where it was read: "schedstat" (/proc/thread-self/schedstat, per worker thread).
+    pub source: String,
+}
+
 impl Report {
     pub fn from_run(job: &Job, o: Outcome, machine: Captured) -> Report {
         let elapsed = o.elapsed_ns();
@@ -200,6 +214,11 @@ impl Report {
                 per_io: per_io((o.stats.ctx_voluntary + o.stats.ctx_involuntary) as f64),
                 source: "getrusage".into(),
             },
+            run_delay: o.stats.run_delay_ns.map(|ns| RunDelay {
+                total_ns: ns,
+                per_io_ns: per_io(ns as f64),
+                source: "schedstat".into(),
+            }),
             trace: None,
             partial: o.stopped,
             ctx_switches_getrusage: None,
@@ -297,6 +316,7 @@ impl Report {
                 per_io: 0.0,
                 source: "sched_switch".into(),
             },
+            run_delay: None,
             trace: None,
             partial,
             ctx_switches_getrusage: None,

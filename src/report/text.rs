@@ -135,6 +135,14 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         "  ctx sw  voluntary {}  involuntary {}  ({:.3} per I/O, {})",
         r.ctx_switches.voluntary, r.ctx_switches.involuntary, r.ctx_switches.per_io, r.ctx_switches.source
     )?;
+    if let Some(d) = &r.run_delay {
+        writeln!(
+            w,
+            "  run queue  {} us per I/O runnable, not running ({}: after wakeups and preemptions)",
+            us(d.per_io_ns.round() as u64),
+            d.source
+        )?;
+    }
     if let Some(t) = &r.trace {
         render_trace(r, t, w)?;
     }
@@ -148,6 +156,15 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     let p = &t.phases;
     let sum = t.phase_sum_mean_ns.max(1) as f64;
     let rec = t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean));
+    if t.lean {
+        // The default for the generator's direct I/O: say what it leaves out and how to get it.
+        let syscalls =
+            if t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:")) { "" } else { ", syscall" };
+        writeln!(
+            w,
+            "\n  hooks: lean (the phases' own; no scheduler, softirq{syscalls} hook): --full measures those too"
+        )?;
+    }
     if rec.reconciled {
         writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
     } else {
@@ -184,7 +201,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
             let until = if no_syscall_hooks {
-                "io_uring took its SQE: its own time and the syscall's entry, --lean"
+                "io_uring took its SQE: its own time and the syscall's entry (lean trace)"
             } else {
                 "its io_uring_enter / io_submit: its own time before the kernel"
             };
@@ -257,7 +274,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             // submitting thread reaps through io_uring_enter, which it does not hook.
             let sqpoll = t.routes.iter().any(|r| r.key == "sqpoll" && r.share > 0.5);
             let how = if t.lean && !sqpoll {
-                "--lean: posted -> taken by the generator: the rest of its io_uring_enter, which no hook sees, and its return"
+                "lean trace: posted -> taken by the generator: the rest of its io_uring_enter, which no hook sees, and its return"
             } else {
                 "SQPOLL: posted -> taken from the CQ ring with no syscall, which no probe sees"
             };
@@ -314,7 +331,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         )?;
         if let Some(out) = r.outside_phases_ns {
             let place = if no_syscall_hooks {
-                "between the generator's clock reads and the probes' (--lean)"
+                "between the generator's clock reads and the probes' (lean trace)"
             } else if t.reap_not_seen > 0 && t.reap_from_ring.is_none() {
                 "in the application (queueing, reading the CQ ring) and syscall entry/exit"
             } else if p.app_before_submit.is_some() {
@@ -442,7 +459,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     writeln!(w, "    (IRQs, softirqs, iommu and dma: device- or machine-wide while traced; other I/O adds to them)")?;
     // --lean attaches no softirq or scheduler hook: what they count is unknown, not zero.
     let unknown = |w: &mut dyn Write, name: &str| {
-        writeln!(w, "    {:<40}{:>10}{:>10}   (--lean: not hooked)", name, "unknown", "unknown")
+        writeln!(w, "    {:<40}{:>10}{:>10}   (lean trace: not hooked; --full hooks it)", name, "unknown", "unknown")
     };
     for (name, v) in [
         (format!("IRQs ({vectors})"), Some(&t.irq)),
@@ -463,7 +480,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         "context switches (traced threads)",
         r.ctx_switches.total,
         r.ctx_switches.per_io,
-        if t.lean { "   (getrusage: --lean has no sched_switch)" } else { "" }
+        if t.lean { "   (getrusage: a lean trace has no sched_switch; --full)" } else { "" }
     )?;
     for (name, v) in
         [("BLOCK softirq time (us)", &t.softirq_block_ns), ("run-queue wait after wakeup (us)", &t.runq_wait_ns)]
