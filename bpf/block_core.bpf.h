@@ -188,7 +188,7 @@ static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio, bool *
 
 /* Defined by the includer (phases.bpf.c): claims an aio request at its first bio (--lean). */
 static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
-							struct aio_kiocb *aio, __u64 start);
+							struct aio_kiocb *aio, __u64 now);
 
 /* The I/O that owns a bio: through its link when it has one (`release`: the bio is done, free
  * the link), else derived. */
@@ -211,10 +211,9 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
  * releases bios from its dispatch work); one queued from its own process (the submitter, the SQ
  * thread, an io-wq worker) was not. */
-/* False when the bio belongs to no I/O followed (the caller says why). `claim_start`: the
- * submitting io_submit's entry when an aio request not claimed yet may be claimed here (--lean
- * aio; 0 otherwise). */
-static __always_inline bool on_bio_queue(struct bio *bio, __u64 claim_start)
+/* False when the bio belongs to no I/O followed (the caller says why). `claim`: an aio request
+ * not claimed yet may be claimed here (--lean aio, a bio the traced process queued). */
+static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 {
 	struct aio_kiocb *aio;
 	struct task_struct *cur;
@@ -226,8 +225,9 @@ static __always_inline bool on_bio_queue(struct bio *bio, __u64 claim_start)
 
 	key = io_key_of_bio(bio, &disc, &stacked, &aio);
 	s = key ? ios_find(key, disc) : NULL;
-	if (!s && aio && claim_start)
-		s = aio_claim_at_bio(key, disc, aio, claim_start);
+	now = bpf_ktime_get_ns();
+	if (!s && aio && claim)
+		s = aio_claim_at_bio(key, disc, aio, now);
 	if (!s)
 		return false;
 	l = links_claim((__u64)bio, 0, &existed);
@@ -236,7 +236,6 @@ static __always_inline bool on_bio_queue(struct bio *bio, __u64 claim_start)
 		l->disc = s->disc;
 		l->start = s->r.submit_ts;
 	}
-	now = bpf_ktime_get_ns();
 	/* A clone on a stacked device's lower device: the top bio was queued before it. */
 	if (stacked) {
 		s->r.mode |= RF_STACKED;

@@ -72,19 +72,10 @@ static __always_inline void count_route(enum route_kind k, bool write)
 
 /* A route's claim: the I/O starts at `start`. A slot still holding the key is a leftover of an
  * earlier I/O whose end was never seen: counted and reused. */
-static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 start, __u32 tgid,
-						__u32 mode)
+/* Fills a slot just claimed for a new I/O. */
+static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u32 disc,
+					       __u64 start, __u32 tgid, __u32 mode)
 {
-	struct io_slot *s;
-	bool existed;
-
-	s = ios_claim(key, disc, &existed);
-	if (!s) {
-		count(C_INFLIGHT_FULL, 1);
-		return NULL;
-	}
-	if (existed)
-		count(C_EXPIRED_DONE, 1);
 	s->disc = disc;
 	s->nrq = 0;
 	s->pickup_ts = 0;
@@ -103,6 +94,36 @@ static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 sta
 	s->r.tgid = tgid;
 	s->r.mode = mode;
 	return s;
+}
+
+static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 start, __u32 tgid,
+						__u32 mode)
+{
+	struct io_slot *s;
+	bool existed;
+
+	s = ios_claim(key, disc, &existed);
+	if (!s) {
+		count(C_INFLIGHT_FULL, 1);
+		return NULL;
+	}
+	if (existed)
+		count(C_EXPIRED_DONE, 1);
+	return io_init(s, key, disc, start, tgid, mode);
+}
+
+/* io_claim for a key the caller just looked up and did not find: no second lookup (four probes
+ * of the table on every claim at a bio). */
+static __always_inline struct io_slot *io_claim_new(__u64 key, __u32 disc, __u64 start, __u32 tgid,
+						    __u32 mode)
+{
+	struct io_slot *s = ios_claim_free(key, disc);
+
+	if (!s) {
+		count(C_INFLIGHT_FULL, 1);
+		return NULL;
+	}
+	return io_init(s, key, disc, start, tgid, mode);
 }
 
 /* The I/O's route sub-phases, known only while its slot is held: folded into the record's

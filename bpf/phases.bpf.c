@@ -26,16 +26,18 @@ const volatile bool targ_tree = false;
 const volatile bool targ_events = false;
 /* The traced application (the bundled generator) stamps each SQE's user_data and each iocb's
  * aio_data with the time it queued the I/O (the low UD_STAMP_BITS of CLOCK_MONOTONIC ns, above a
- * UD_SLOT_BITS slot index): its own time before the kernel, SQPOLL's pickup, posted_at below. */
+ * UD_SLOT_BITS slot index): its own time before the kernel, SQPOLL's pickup, slot_clock below. */
 const volatile bool targ_app_stamp = false;
 /* --lean (io_uring, the bundled generator): no syscall hooks. A request starts when io_uring takes
  * its SQE and ends when its completion is posted; the generator times its own reap from the
- * posting time (posted_at), as with SQPOLL. */
+ * posting time (slot_clock), as with SQPOLL. */
 const volatile bool targ_lean = false;
 /* --lean aio (the bundled generator, direct I/O): each request is claimed at its first bio, from
  * the kernel's aio_kiocb, not at io_submit's entry from the user's iocb array (two user-memory
- * reads per iocb: sys_enter cost 465 ns a run on io_submit). A request that makes no bio is then
- * not followed: refused for buffered jobs. */
+ * reads per iocb: sys_enter cost 465 ns a run on io_submit). It starts at the time the generator
+ * wrote into slot_clock just before its io_submit, so no sys_enter hook runs at all (208 ns a run
+ * and the syscall slow path on every system call); io_getevents' exit reaps, its arguments read
+ * from the registers. A request that makes no bio is not followed: refused for buffered jobs. */
 const volatile bool targ_aio_at_bio = false;
 /* Count the traced threads' system calls by number. */
 const volatile bool targ_syscalls = true;
@@ -121,10 +123,12 @@ struct {
 } syscalls SEC(".maps");
 
 /*
- * SQPOLL with the bundled generator: when the completion in each slot was posted. The
- * application takes completions from the CQ ring with no syscall, so no probe sees the reap; the
- * generator, which runs in the tracer's process, reads this array (mmap) as it takes each CQE and
- * times its own wait against the same clock. Sized by userspace (jobs x qd).
+ * One time per slot of the bundled generator, shared with it (mmap; it runs in the tracer's
+ * process), sized by userspace (jobs x qd). io_uring under SQPOLL or --lean: when the completion
+ * in each slot was posted. The application takes completions from the CQ ring with no syscall
+ * hook seeing it; the generator reads this as it takes each CQE and times its own wait against
+ * the same clock. aio under --lean: written by the generator, the time it called io_submit for
+ * the slot's I/O (aio_claim_at_bio starts the I/O there).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -132,7 +136,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} posted_at SEC(".maps");
+} slot_clock SEC(".maps");
 
 /*
  * What ran on a disk while a traced write or sync call was blocked on it: a journal commit
@@ -464,7 +468,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		s->r.mode |= RF_NO_REAP;
 		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
-			__u64 *at = bpf_map_lookup_elem(&posted_at, &idx);
+			__u64 *at = bpf_map_lookup_elem(&slot_clock, &idx);
 
 			if (at)
 				*at = now;
@@ -682,16 +686,24 @@ static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 	return 0;
 }
 
-/* --lean aio: the request's first bio, queued inside the io_submit that started at `start`. The
- * generator's stamp is the aio_data the kernel copied into the request. */
+/* --lean aio: the request's first bio, queued by the generator's thread. The aio_data the kernel
+ * copied into the request holds the generator's slot and stamp; the slot's clock, when the
+ * generator called io_submit for it. NULL (not claimed) without a time of this run's. */
 static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
-							struct aio_kiocb *aio, __u64 start)
+							struct aio_kiocb *aio, __u64 now)
 {
-	struct io_slot *s = io_claim(key, disc, start, bpf_get_current_pid_tgid() >> 32, MODE_AIO);
+	__u64 data = BPF_CORE_READ(aio, ki_res.data), start, queued;
+	__u32 idx = data & ((1U << UD_SLOT_BITS) - 1);
+	__u64 *at = bpf_map_lookup_elem(&slot_clock, &idx);
+	struct io_slot *s;
 
-	if (s && targ_app_stamp) {
-		__u64 queued = app_stamp(BPF_CORE_READ(aio, ki_res.data), start);
-
+	start = at ? *at : 0;
+	if (!start || start > now || now - start > 10000000000ULL)
+		return NULL;
+	/* Its bio's lookup just missed: on_bio_queue. */
+	s = io_claim_new(key, disc, start, bpf_get_current_pid_tgid() >> 32, MODE_AIO);
+	if (s) {
+		queued = app_stamp(data, start);
 		if (queued < start)
 			record(PH_APP_SUBMIT, start - queued);
 	}
@@ -1016,10 +1028,24 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	}
 }
 
-static __always_inline int on_sys_exit(long id, long ret)
+static __always_inline int on_sys_exit(struct pt_regs *regs, long id, long ret, bool btf)
 {
 	if (!io_syscall(id) || !traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	if (targ_aio_at_bio) {
+		/* --lean aio has no sys_enter hook: io_getevents' arguments are still in the
+		 * registers at its exit (the return value went to ax). */
+		struct task_ctx *t;
+
+		if (id != NR_IO_GETEVENTS && id != NR_IO_PGETEVENTS)
+			return 0;
+		t = task_ctx(true);
+		if (!t)
+			return 0;
+		t->aio_events = SYS_ARG(regs, r10, btf);
+		task_aio_disc(t, SYS_ARG(regs, di, btf));
+		return on_getevents_exit(ret);
+	}
 	if (id == NR_IO_URING_ENTER)
 		return on_uring_exit();
 	if (id == NR_IO_SUBMIT)
@@ -1040,7 +1066,7 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	EMPTY_GUARD();
-	return on_sys_exit(regs->orig_ax, ret);
+	return on_sys_exit(regs, regs->orig_ax, ret, true);
 }
 
 SEC("raw_tp/sys_enter")
@@ -1054,7 +1080,7 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
 	EMPTY_GUARD();
-	return on_sys_exit(BPF_CORE_READ(regs, orig_ax), ret);
+	return on_sys_exit(regs, BPF_CORE_READ(regs, orig_ax), ret, false);
 }
 
 /* ---- io_uring tracepoints ---- */
@@ -1121,6 +1147,16 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 
 	if (!enabled)
 		return 0;
+	if (targ_aio_at_bio) {
+		/* --lean aio: no syscall hook marks a call; a bio of the generator's is claimed or
+		 * followed here, or counted untagged. */
+		bool mine = tgid_traced(bpf_get_current_pid_tgid() >> 32);
+
+		wb_bio_queue(bio, false);
+		if (!on_bio_queue(bio, mine) && mine)
+			count(C_BIOS_UNTAGGED, 1);
+		return 0;
+	}
 	/* --lean: no syscall hook marks a call, so the task's context has nothing to say here. */
 	t = targ_lean ? NULL : task_ctx(false);
 	wb_bio_queue(bio,
@@ -1148,8 +1184,7 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 		count(t->buffered == PC_SYNC ? C_SYNC_BIO_BYTES : C_PC_BIO_BYTES, size);
 	}
 queue:
-	if (on_bio_queue(bio, targ_aio_at_bio && in_sys && t->in_submit ? t->enter_ts : 0) ||
-	    !in_sys)
+	if (on_bio_queue(bio, false) || !in_sys)
 		return 0;
 	/* The submitting call of io_uring requests on buffered files queues their readahead (or
 	 * writeback): pages of a file's cache, the page cache's I/O, not lost. */

@@ -66,14 +66,12 @@ static __always_inline void slot_release(__u64 *key)
                                                                                                    \
 	/* The slot holding key (*existed = true: a leftover of an earlier I/O, or a sibling       \
 	 * bio of the same one) or a newly claimed free slot; NULL when all probes are taken. */   \
-	static __always_inline struct SLOT *NAME##_claim(__u64 key, __u32 tgid, bool *existed)     \
+	/* A free slot for a key the caller just failed to find (NULL: all probes taken). */       \
+	static __always_inline struct SLOT *NAME##_claim_free(__u64 key, __u32 tgid)               \
 	{                                                                                          \
-		struct SLOT *s = NAME##_find(key, tgid);                                           \
+		struct SLOT *s;                                                                    \
 		__u32 i, idx;                                                                      \
                                                                                                    \
-		*existed = s != NULL;                                                              \
-		if (s)                                                                             \
-			return s;                                                                  \
 		for (i = 0; i < SLOT_PROBES; i++) {                                                \
 			idx = slot_index(key, tgid, i);                                            \
 			s = bpf_map_lookup_elem(&NAME, &idx);                                      \
@@ -81,6 +79,16 @@ static __always_inline void slot_release(__u64 *key)
 				return s;                                                          \
 		}                                                                                  \
 		return NULL;                                                                       \
+	}                                                                                          \
+                                                                                                   \
+	static __always_inline struct SLOT *NAME##_claim(__u64 key, __u32 tgid, bool *existed)     \
+	{                                                                                          \
+		struct SLOT *s = NAME##_find(key, tgid);                                           \
+                                                                                                   \
+		*existed = s != NULL;                                                              \
+		if (s)                                                                             \
+			return s;                                                                  \
+		return NAME##_claim_free(key, tgid);                                               \
 	}
 
 #endif /* IOPATH_SLOTS_BPF_H */

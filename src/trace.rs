@@ -102,8 +102,9 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
-        // SQPOLL and --lean: the generator times its reap from the probes' posting times.
-        posted_slots: if job.engine == EngineKind::Uring && (job.sqpoll || lean == Lean::Uring) {
+        // SQPOLL and lean io_uring: the generator times its reap from the probes' posting
+        // times; lean aio: the probes start each I/O at the generator's io_submit time.
+        clock_slots: if (job.engine == EngineKind::Uring && (job.sqpoll || lean == Lean::Uring)) || lean == Lean::Aio {
             job.jobs * job.qd
         } else {
             0
@@ -279,7 +280,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         events_out: flags.events_out.clone(),
         stacks: flags.stacks.clone(),
         app_stamp: false,
-        posted_slots: 0,
+        clock_slots: 0,
         doorbell: flags.doorbell,
         skip_hooks: flags.skip_hooks.clone(),
         empty_probes: flags.empty_probes,

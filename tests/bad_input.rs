@@ -298,6 +298,14 @@ fn limits_are_named_before_the_run() {
     let o = iopath(&["trace", "--pid", "1", "--duration", "-5s"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be negative"));
+    // The lean hook set and every hook at once.
+    let o = iopath(&["trace", "--lean", "--full", "--ios", "8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Where the report goes is checked before the run; a finished report is never dropped; what is

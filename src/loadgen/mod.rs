@@ -92,11 +92,14 @@ pub fn now_ns() -> u64 {
 /// bits, the time it queued the I/O above (bpf/phases.h `enum ud_bits`, checked at build time).
 pub const UD_SLOT_BITS: u32 = 20;
 
-/// SQPOLL under `iopath trace`: when the probes saw each slot's completion posted (an mmapped
-/// BPF array the trace session installs while the workload runs). The application takes
-/// completions from the CQ ring with no syscall, so only the generator can time that wait: it
-/// reads the posting time here as it takes each CQE, on the same clock (CLOCK_MONOTONIC).
-pub mod posted_clock {
+/// One time per generator slot, shared with the probes (an mmapped BPF array the trace session
+/// installs while the workload runs), on the probes' clock (CLOCK_MONOTONIC):
+/// - io_uring under SQPOLL or a lean trace: when the probes saw the slot's completion posted. No
+///   hook sees the reap, so the generator times that wait itself as it takes each CQE.
+/// - aio under a lean trace: when the generator called io_submit for the slot's I/O, written
+///   here just before the call. The probes start the I/O there, at its first bio, with no
+///   syscall hook (raw_syscalls:sys_enter ran for every system call: 208 ns a run on io_submit).
+pub mod slot_clock {
     use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
     static PTR: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
@@ -115,7 +118,26 @@ pub mod posted_clock {
         PTR.store(std::ptr::null_mut(), Ordering::SeqCst);
     }
 
-    /// When slot `idx`'s completion was posted (None: no clock installed, or out of range).
+    /// Whether a clock is installed (the generator then writes its io_submit times).
+    #[inline]
+    pub fn installed() -> bool {
+        LEN.load(Ordering::Acquire) > 0
+    }
+
+    /// Sets slot `idx`'s time (out of range or no clock: nothing).
+    #[inline]
+    pub fn set(idx: usize, ns: u64) {
+        if idx >= LEN.load(Ordering::Acquire) {
+            return;
+        }
+        let p = PTR.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: install's contract keeps idx < len elements mapped until clear.
+            unsafe { (*p.add(idx)).store(ns, Ordering::Release) };
+        }
+    }
+
+    /// Slot `idx`'s time (None: no clock installed, or out of range).
     #[inline]
     pub fn get(idx: usize) -> Option<u64> {
         if idx >= LEN.load(Ordering::Acquire) {
@@ -288,7 +310,7 @@ pub fn run_prepared(job: &Job, target: Prepared) -> Result<Outcome> {
     ensure_fds(job)?;
     match job.engine {
         EngineKind::Uring => run_with(job, target, |i, file, bufs| uring::Uring::new(job, i, file, bufs)),
-        EngineKind::Aio => run_with(job, target, |_, file, bufs| aio::Aio::new(job.qd, file, bufs)),
+        EngineKind::Aio => run_with(job, target, |w, file, bufs| aio::Aio::new(job.qd, w * job.qd, file, bufs)),
         EngineKind::Psync => run_with(job, target, |_, file, bufs| Ok(psync::Psync::new(file, bufs, job.hipri))),
     }
 }

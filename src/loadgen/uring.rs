@@ -200,6 +200,6 @@ impl Engine for Uring {
     #[inline]
     fn posted_ns(&self, slot: u32) -> Option<u64> {
         // Installed only under a trace that cannot see the reap (SQPOLL, --lean).
-        super::posted_clock::get((self.base + slot) as usize)
+        super::slot_clock::get((self.base + slot) as usize)
     }
 }

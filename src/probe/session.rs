@@ -42,9 +42,10 @@ pub struct TraceOpts {
     /// iocb's aio_data with the time it queued the I/O: its own time before the kernel and
     /// SQPOLL's pickup are then measured.
     pub app_stamp: bool,
-    /// SQPOLL with the generator: its slots across workers (jobs x qd), whose posting times the
-    /// generator reads to time its own reap from the CQ ring (0: none).
-    pub posted_slots: u32,
+    /// The generator's slots across workers (jobs x qd) in the slot clock it shares with the
+    /// probes (loadgen::slot_clock: io_uring's posting times under SQPOLL or --lean, lean aio's
+    /// io_submit times; 0: none).
+    pub clock_slots: u32,
     /// How to time NVMe's doorbell.
     pub doorbell: Doorbell,
     /// Hooks whose name contains one of these are not attached (to measure a family's cost).
@@ -57,15 +58,15 @@ pub struct TraceOpts {
     pub pagecache: PageCacheMode,
 }
 
-/// The posted_at map, mapped into this process for the generator (see loadgen::posted_clock);
+/// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
 /// unmapped on drop, after the clock is cleared.
-struct PostedMap {
+struct SlotClockMap {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
-impl PostedMap {
-    fn map(fd: i32, slots: u32) -> Result<PostedMap> {
+impl SlotClockMap {
+    fn map(fd: i32, slots: u32) -> Result<SlotClockMap> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let len = (slots as usize * 8).div_ceil(page) * page;
@@ -74,17 +75,17 @@ impl PostedMap {
             libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
         };
         if ptr == libc::MAP_FAILED {
-            return Err(anyhow!("mapping the posted_at map: {}", std::io::Error::last_os_error()));
+            return Err(anyhow!("mapping the slot_clock map: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: `slots` u64 live at ptr until Drop, which clears the clock first.
-        unsafe { crate::loadgen::posted_clock::install(ptr.cast(), slots as usize) };
-        Ok(PostedMap { ptr, len })
+        unsafe { crate::loadgen::slot_clock::install(ptr.cast(), slots as usize) };
+        Ok(SlotClockMap { ptr, len })
     }
 }
 
-impl Drop for PostedMap {
+impl Drop for SlotClockMap {
     fn drop(&mut self) {
-        crate::loadgen::posted_clock::clear();
+        crate::loadgen::slot_clock::clear();
         // SAFETY: unmapping what map() mapped; nothing reads it after the clear above.
         unsafe { libc::munmap(self.ptr, self.len) };
     }
@@ -250,8 +251,8 @@ fn configure_phases(
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
     }
-    if opts.posted_slots > 0 {
-        p_open.maps.posted_at.set_max_entries(opts.posted_slots).context("sizing the posted_at map")?;
+    if opts.clock_slots > 0 {
+        p_open.maps.slot_clock.set_max_entries(opts.clock_slots).context("sizing the slot_clock map")?;
     }
     Ok(())
 }
@@ -286,7 +287,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
              through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel"
         );
     }
-    let sys_enter = !pc_count && opts.lean != Lean::Uring && has("raw_syscalls", "sys_enter");
+    let sys_enter = !pc_count && opts.lean == Lean::Off && has("raw_syscalls", "sys_enter");
     let sys_exit = !pc_count && opts.lean != Lean::Uring && has("raw_syscalls", "sys_exit");
 
     // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
@@ -429,7 +430,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     } else if opts.lean == Lean::Uring {
         Vec::new()
     } else {
-        vec![
+        let mut pair = vec![
             Hook {
                 name: "raw_syscalls:sys_enter",
                 required: false,
@@ -442,7 +443,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
                 prog: sys_exit.then_some(if btf { &pp.sys_exit } else { &pp.sys_exit_raw }),
                 tracepoint: None,
             },
-        ]
+        ];
+        // Lean aio starts each I/O at the generator's io_submit time (slot_clock): no sys_enter.
+        if opts.lean == Lean::Aio {
+            pair.remove(0);
+        }
+        pair
     };
     hooks.extend([
         Hook {
@@ -839,9 +845,9 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         } else {
             None
         };
-        let posted = match opts.posted_slots {
+        let posted = match opts.clock_slots {
             0 => None,
-            n => Some(PostedMap::map(phases.maps.posted_at.as_fd().as_raw_fd(), n)?),
+            n => Some(SlotClockMap::map(phases.maps.slot_clock.as_fd().as_raw_fd(), n)?),
         };
         let vm_stop = &stop_poll;
         let (vm_tx, vm_rx) = std::sync::mpsc::channel();
@@ -996,10 +1002,10 @@ pub enum Lean {
     #[default]
     Off,
     /// No syscall hook either: a request starts when io_uring takes its SQE and ends when its
-    /// completion is posted; the generator times its reap (posted_slots must be set).
+    /// completion is posted; the generator times its reap (clock_slots must be set).
     Uring,
-    /// aio needs the syscall pair (it has no tracepoint), but claims each request at its first
-    /// bio, from the kernel's aio_kiocb, instead of reading the user's iocb array.
+    /// aio has no tracepoint: io_getevents' exit reaps; each request is claimed at its first bio,
+    /// from the kernel's aio_kiocb, and starts at the generator's io_submit time (slot_clock).
     Aio,
 }
 

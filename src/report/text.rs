@@ -158,8 +158,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     let rec = t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean));
     if t.lean {
         // The default for the generator's direct I/O: say what it leaves out and how to get it.
-        let syscalls =
-            if t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:")) { "" } else { ", syscall" };
+        // Syscalls are counted at their entry: lean aio hooks only io_getevents' exit.
+        let syscalls = if t.probes.iter().any(|p| p.attached && p.name == "raw_syscalls:sys_enter") {
+            ""
+        } else {
+            ", syscall-entry"
+        };
         writeln!(
             w,
             "\n  hooks: lean (the phases' own; no scheduler, softirq{syscalls} hook): --full measures those too"
@@ -200,8 +204,11 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if rows {
         if let Some(a) = &p.app_before_submit {
             row(w, "application", a, true)?;
+            let lean_aio = t.lean && !no_syscall_hooks;
             let until = if no_syscall_hooks {
                 "io_uring took its SQE: its own time and the syscall's entry (lean trace)"
+            } else if lean_aio {
+                "it called io_submit, by its own clock: its own time before the kernel (lean trace)"
             } else {
                 "its io_uring_enter / io_submit: its own time before the kernel"
             };
