@@ -183,7 +183,14 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> S
     })
     .collect();
     let c = &report.ctx_switches;
-    counts.push(vec!["ctx switches".into(), c.total.to_string(), format!("{:.3}", c.per_io)]);
+    counts.push(vec![format!("ctx switches ({})", c.source), c.total.to_string(), format!("{:.3}", c.per_io)]);
+    if let Some(d) = &report.run_delay {
+        counts.push(vec![
+            format!("run queue, us ({})", d.source),
+            format!("{:.0}", d.total_ns as f64 / 1000.0),
+            format!("{:.2}", d.per_io_ns / 1000.0),
+        ]);
+    }
     body.push_str(&table(&["event", "total", "per I/O"], &counts));
     if let Some(svg) = flame_svg {
         body.push_str("<h2>On-CPU flamegraph</h2>");
