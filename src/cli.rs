@@ -235,6 +235,13 @@ pub struct JobCommon {
     /// Bytes of the target to use (default: the whole file or device; 1g for a new file).
     #[arg(long, value_parser = job::parse_size)]
     pub size: Option<u64>,
+    /// The report's time series: IOPS, bandwidth and latency per this long (1s, 100ms).
+    #[arg(long, default_value = "1s", value_parser = job::parse_duration, allow_hyphen_values = true)]
+    pub interval: Duration,
+    /// Also write fio's per-interval logs, PREFIX_iops.1.log, PREFIX_bw.1.log and PREFIX_lat.1.log
+    /// (fio's write_*_log with log_avg_msec = --interval), for fio's plotting scripts.
+    #[arg(long, value_name = "PREFIX")]
+    pub log_prefix: Option<PathBuf>,
     /// How long to run (10s, 500ms, 2m). Default 10s unless --ios is given.
     #[arg(long, value_parser = job::parse_duration, allow_hyphen_values = true, conflicts_with = "ios")]
     pub runtime: Option<Duration>,
@@ -340,6 +347,8 @@ impl JobArgs {
             ("--batch-submit", a.batch_submit != b.batch_submit),
             ("--batch-complete", a.batch_complete != b.batch_complete),
             ("--verify", a.verify != b.verify),
+            ("--interval", a.interval != b.interval),
+            ("--log-prefix", a.log_prefix != b.log_prefix),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -409,7 +418,13 @@ impl JobCommon {
             batch_submit: self.batch_submit,
             batch_complete: self.batch_complete,
             verify: self.verify,
+            interval: self.interval,
         };
+        anyhow::ensure!(
+            self.interval >= Duration::from_millis(10),
+            "--interval {:?} is too short for a time series (at least 10ms: each point is a histogram per worker)",
+            self.interval
+        );
         job.validate()?;
         Ok(job)
     }

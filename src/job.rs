@@ -142,6 +142,14 @@ pub struct Job {
     pub batch_complete: u32,
     /// Stamp written blocks with a (seed, offset) pattern and check it on reads.
     pub verify: bool,
+    /// The report's time series: one point per this long (`--interval`). How the run is shown,
+    /// not what it does: left out of the job's JSON (compare would call it a change of job).
+    #[serde(skip_serializing, default = "default_interval")]
+    pub interval: Duration,
+}
+
+fn default_interval() -> Duration {
+    Duration::from_secs(1)
 }
 
 /// Size of the scratch file used when the job names no target.

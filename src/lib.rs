@@ -17,4 +17,5 @@ pub mod stop;
 pub mod sweep;
 pub mod syscall_names;
 pub mod sysconf;
+pub mod timeseries;
 pub mod trace;

@@ -35,11 +35,40 @@ fn main() -> ExitCode {
 fn run(a: RunArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
     check_and_say(a.json.as_deref(), None)?;
+    check_log_prefix(a.job.common.log_prefix.as_deref())?;
     let outcome = loadgen::run(&job)?;
     let machine = report::Captured::for_run(&outcome);
     let rep = report::Report::from_run(&job, outcome, machine);
     emit(&rep, a.json.as_deref())?;
+    write_fio_logs(&rep, a.job.common.log_prefix.as_deref())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--log-prefix`: its folder must exist before the run (a run is not thrown away for it).
+fn check_log_prefix(prefix: Option<&std::path::Path>) -> Result<()> {
+    let Some(p) = prefix else { return Ok(()) };
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    anyhow::ensure!(
+        dir.is_dir() && !p.as_os_str().to_string_lossy().ends_with('/'),
+        "--log-prefix {}: {} is not an existing folder to write PREFIX_iops.1.log into: create it, or give a prefix \
+         such as runs/mytest",
+        p.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// fio's per-interval logs of the report's time series (`--log-prefix`).
+fn write_fio_logs(rep: &report::Report, prefix: Option<&std::path::Path>) -> Result<()> {
+    let (Some(prefix), Some(ts)) = (prefix, &rep.timeseries) else { return Ok(()) };
+    let bs = rep.job.as_ref().map_or(0, |j| u64::from(j.bs));
+    for kind in iopath::timeseries::FioLog::ALL {
+        let mut buf = Vec::new();
+        iopath::timeseries::write_fio_log(ts, kind, bs, &mut buf)?;
+        let path = std::path::PathBuf::from(format!("{}{}", prefix.display(), kind.suffix()));
+        write_file(&path, buf)?;
+    }
+    Ok(())
 }
 
 fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
@@ -51,6 +80,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     };
     let sampling = a.flamegraph || a.offcpu;
     check_and_say(a.json.as_deref(), a.out.as_deref())?;
+    check_log_prefix(a.job.common.log_prefix.as_deref())?;
     let flags = iopath::trace::TraceFlags {
         force_raw_tp: a.raw_tp,
         prog_stats: a.prog_stats,
@@ -105,6 +135,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     // The report first (stdout, --json), then the folder: a folder that cannot be written loses
     // nothing already printed.
     emit(&rep, a.json.as_deref())?;
+    write_fio_logs(&rep, a.job.common.log_prefix.as_deref())?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         write_file(&dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;

@@ -290,6 +290,8 @@ fn limits_are_named_before_the_run() {
         (&["--engine", "aio", "--qd", "70000"], "at most 65536"),
         (&["--runtime", "-1s"], "cannot be negative"),
         (&["--jobs", "10000"], "at most 1024"),
+        (&["--interval", "1ms"], "at least 10ms"),
+        (&["--log-prefix", "/nonexistent-iopath/x"], "is not an existing folder"),
     ] {
         let err = run_err(args);
         assert!(err.contains(says), "{args:?}: expected '{says}' in: {err}");

@@ -203,11 +203,59 @@ fn throttled_bios_are_followed_and_compare_names_the_cgroup_limit() {
     let disk = run_json(&["--file", &f, "--ios", "1"])["target"]["disk"].as_str().unwrap().to_owned();
     let devnum = sh("cat", &[&format!("/sys/block/{disk}/dev")]);
     let cg = Blkio::new("iopath-routes-test", "blkio.throttle.read_iops_device", &format!("{devnum} 2000"));
-    let after = trace_in(&cg, &["--engine", "uring", "--qd", "32", "--file", &f, "--runtime", "3s"]);
+    let logs = d.join("thr");
+    let after = trace_in(
+        &cg,
+        &["--engine", "uring", "--qd", "32", "--file", &f, "--runtime", "3s", "--interval", "500ms", "--log-prefix"]
+            .into_iter()
+            .chain([logs.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
     followed_and_reconciled(&after, "throttled");
     // The kernel held the rate at the configured 2000 IOPS: the independent reference.
     let iops = after["iops"].as_f64().unwrap();
     assert!(iops <= 2000.0 * 1.1, "{iops} IOPS under a 2000 IOPS limit");
+    // ... in every interval of the time series too (measured: 2000 in each 500 ms), whose points
+    // hold every I/O once. The last, a few ms long, is the drain of the 32 in flight.
+    let ts = &after["timeseries"];
+    assert_eq!(ts["interval_ns"], 500_000_000u64);
+    let points = ts["points"].as_array().unwrap();
+    let full: Vec<&serde_json::Value> = points.iter().filter(|p| p["dur_ns"] == 500_000_000u64).collect();
+    assert!(full.len() >= 5, "{} full intervals in 3 s: {ts}", full.len());
+    for p in &full {
+        let v = p["iops"].as_f64().unwrap();
+        assert!((1700.0..=2200.0).contains(&v), "{v} IOPS in an interval under a 2000 IOPS limit: {ts}");
+        assert!(p["lat_p99_ns"].as_u64().unwrap() >= p["lat_p50_ns"].as_u64().unwrap(), "{p}");
+    }
+    let in_points: u64 = points.iter().map(|p| p["reads"].as_u64().unwrap()).sum();
+    assert_eq!(in_points, after["ios"].as_u64().unwrap(), "every I/O in one interval");
+    // fio's own per-interval logs, as fio 3.33 writes them (write_iops_log with log_avg_msec):
+    // the same columns, ours with the JSON's values.
+    let fio_dir = scratch("routes-fio-logs");
+    let o = std::process::Command::new("fio")
+        .current_dir(&fio_dir)
+        .args(["--name=t", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=psync", "--runtime=1", "--time_based"])
+        .args(["--write_iops_log=ref", "--log_avg_msec=500", "--output-format=terse"])
+        .arg(format!("--filename={f}"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shape = |text: &str| -> Vec<(usize, bool)> {
+        text.lines().map(|l| (l.split(", ").count(), l.split(", ").all(|x| x.parse::<u64>().is_ok()))).collect()
+    };
+    let reference = std::fs::read_to_string(fio_dir.join("ref_iops.1.log")).unwrap();
+    let ours = std::fs::read_to_string(format!("{}_iops.1.log", logs.display())).unwrap();
+    assert!(!reference.is_empty() && shape(&reference).iter().all(|s| *s == (5, true)), "fio wrote: {reference}");
+    assert!(shape(&ours).iter().all(|s| *s == (5, true)) && ours.lines().count() == points.len(), "ours: {ours}");
+    for (line, p) in ours.lines().zip(points) {
+        let v: Vec<u64> = line.split(", ").map(|x| x.parse().unwrap()).collect();
+        assert_eq!(v[0], (p["t_ns"].as_u64().unwrap() + p["dur_ns"].as_u64().unwrap()) / 1_000_000, "{line}");
+        assert_eq!(v[1], p["iops"].as_f64().unwrap().round() as u64, "{line}");
+        assert_eq!(v[2], 0, "reads are direction 0: {line}");
+    }
+    for log in ["_bw.1.log", "_lat.1.log"] {
+        assert!(std::path::Path::new(&format!("{}{log}", logs.display())).is_file(), "{log}");
+    }
     // Queued far faster than the limit, so most I/Os waited in blk-throttle, each counted there.
     let share = route_share(&after, "throttled");
     assert!(share > 0.05, "throttled share {share}: {}", after["routes"]);

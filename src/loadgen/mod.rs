@@ -167,6 +167,8 @@ pub struct Stats {
     /// The worker threads' own context switches (RUSAGE_THREAD), the tracer's main thread excluded.
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
+    /// How the run evolved: per interval I/Os, bytes and latency (crate::timeseries).
+    pub series: crate::timeseries::Recorder,
     /// The worker threads' time runnable but not running (schedstat run_delay, ns); None where the
     /// kernel keeps no schedstat (CONFIG_SCHED_INFO off).
     pub run_delay_ns: Option<u64>,
@@ -186,6 +188,7 @@ impl Stats {
         self.verified += o.verified;
         self.ctx_voluntary += o.ctx_voluntary;
         self.ctx_involuntary += o.ctx_involuntary;
+        self.series.absorb(&o.series);
         // Unknown for one worker is unknown for the sum.
         self.run_delay_ns = self.run_delay_ns.zip(o.run_delay_ns).map(|(a, b)| a + b);
     }
@@ -444,6 +447,8 @@ struct Plan {
     /// A sync call after every `sync_every` writes (0: never); fdatasync when `datasync`.
     sync_every: u32,
     datasync: bool,
+    /// The time series' interval (ns).
+    interval_ns: u64,
 }
 
 impl Plan {
@@ -471,6 +476,7 @@ impl Plan {
             batch_complete: job.batch_complete.max(1),
             sync_every: job.fsync.max(job.fdatasync),
             datasync: job.fdatasync > 0,
+            interval_ns: job.interval.as_nanos() as u64,
         }
     }
 
@@ -501,7 +507,7 @@ impl Plan {
 // Kept out of line: flamegraphs name it as the generator's loop.
 #[inline(never)]
 fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
-    let mut st = Stats::default();
+    let mut st = Stats { series: crate::timeseries::Recorder::new(start_ns, p.interval_ns), ..Stats::default() };
     let qd = p.qd as usize;
     let mut free: Vec<u32> = (0..p.qd).rev().collect();
     let mut t_start = vec![0u64; qd];
@@ -589,6 +595,7 @@ fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
     st.ctx_voluntary = u.nvcsw;
     st.ctx_involuntary = u.nivcsw;
     st.run_delay_ns = delay_before.zip(run_delay_ns()).map(|(b, a)| a.saturating_sub(b));
+    st.series.finish();
     Ok(st)
 }
 
@@ -628,6 +635,7 @@ fn complete<E: Engine>(
             st.verified += 1;
         }
         st.lat.record(now - t_start[s]);
+        st.series.record(now, now - t_start[s], p.bs, op == Op::Write);
         st.clat.record(now - t_submit[s]);
         if let Some(posted) = e.posted_ns(c.slot).filter(|&p| p > 0 && p <= now) {
             st.reap_wait.record(now - posted);

@@ -69,6 +69,9 @@ pub struct Report {
     /// schedstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_delay: Option<RunDelay>,
+    /// How the run evolved, per `--interval` (the generator's own clock reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeseries: Option<crate::timeseries::TimeSeries>,
     /// The worker threads' own counts, kept beside the BPF ones as a cross-check (trace only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ctx_switches_getrusage: Option<CtxSwitches>,
@@ -219,6 +222,7 @@ impl Report {
                 per_io_ns: per_io(ns as f64),
                 source: "schedstat".into(),
             }),
+            timeseries: crate::timeseries::summarize(&o.stats.series.done, o.stats.series.interval_ns(), elapsed),
             trace: None,
             partial: o.stopped,
             ctx_switches_getrusage: None,
@@ -317,6 +321,7 @@ impl Report {
                 source: "sched_switch".into(),
             },
             run_delay: None,
+            timeseries: None,
             trace: None,
             partial,
             ctx_switches_getrusage: None,

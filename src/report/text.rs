@@ -135,6 +135,9 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         "  ctx sw  voluntary {}  involuntary {}  ({:.3} per I/O, {})",
         r.ctx_switches.voluntary, r.ctx_switches.involuntary, r.ctx_switches.per_io, r.ctx_switches.source
     )?;
+    if let Some(ts) = &r.timeseries {
+        render_series(ts, w)?;
+    }
     if let Some(d) = &r.run_delay {
         writeln!(
             w,
@@ -149,6 +152,65 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     if r.partial {
         writeln!(w, "  PARTIAL: the run was interrupted; numbers cover the I/Os that finished")?;
     }
+    Ok(())
+}
+
+/// One character per value, ▁ (the row's least) to █ (its most); a blank where it is unknown.
+fn sparkline(values: &[Option<f64>]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let known = values.iter().flatten();
+    let (lo, hi) = known.fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+    values
+        .iter()
+        .map(|v| match v {
+            None => ' ',
+            Some(_) if hi <= lo => BARS[3],
+            Some(v) => BARS[(((v - lo) / (hi - lo)) * 7.0).round() as usize],
+        })
+        .collect()
+}
+
+/// The run over time, compact: IOPS and p99 per interval as sparklines with their range (the
+/// JSON report's "timeseries" has every value). At most 60 characters: longer runs are shown in
+/// groups of intervals (each group's mean IOPS, worst p99).
+fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::Result<()> {
+    // A last interval much shorter than the rest is the drain after the deadline (no new I/O,
+    // the last completions): a drop in the line that is not the run's. In the JSON with its length.
+    let tail = ts.points.last().filter(|l| ts.points.len() > 1 && l.dur_ns < ts.interval_ns / 2);
+    let p = &ts.points[..ts.points.len() - usize::from(tail.is_some())];
+    if p.len() < 2 {
+        return Ok(());
+    }
+    let per = p.len().div_ceil(60);
+    let groups: Vec<&[crate::timeseries::Point]> = p.chunks(per).collect();
+    let iops: Vec<Option<f64>> =
+        groups.iter().map(|g| Some(g.iter().map(|x| x.iops).sum::<f64>() / g.len() as f64)).collect();
+    let p99: Vec<Option<f64>> =
+        groups.iter().map(|g| g.iter().filter_map(|x| x.lat_p99_ns).max().map(|v| v as f64)).collect();
+    let range = |v: &[Option<f64>], f: &dyn Fn(f64) -> String| {
+        let k: Vec<f64> = v.iter().flatten().copied().collect();
+        let lo = k.iter().copied().fold(f64::MAX, f64::min);
+        let hi = k.iter().copied().fold(f64::MIN, f64::max);
+        if k.is_empty() {
+            "unknown".to_owned()
+        } else {
+            format!("{} .. {}", f(lo), f(hi))
+        }
+    };
+    let step = ts.interval_ns as f64 / 1e9 * per as f64;
+    let idle = p.iter().filter(|x| x.lat_p99_ns.is_none()).count();
+    writeln!(
+        w,
+        "  over time  {} points of {step}s{}{}",
+        groups.len(),
+        if per > 1 { " (grouped)" } else { "" },
+        if idle > 0 { format!(", {idle} with no completion (blank)") } else { String::new() }
+    )?;
+    if let Some(t) = tail {
+        writeln!(w, "      (the last {:.0} ms, the drain after the deadline, left out)", t.dur_ns as f64 / 1e6)?;
+    }
+    writeln!(w, "    IOPS      {}   {}", sparkline(&iops), range(&iops, &|x| si(x)))?;
+    writeln!(w, "    p99 (us)  {}   {}", sparkline(&p99), range(&p99, &|x| us(x as u64)))?;
     Ok(())
 }
 
