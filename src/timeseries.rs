@@ -43,6 +43,9 @@ pub struct Interval {
 pub struct Recorder {
     start_ns: u64,
     interval_ns: u64,
+    /// The interval in progress spans [lo, hi) ns: no division per I/O while inside it.
+    lo: u64,
+    hi: u64,
     cur: Interval,
     counts: Vec<u32>,
     pub done: Vec<Interval>,
@@ -53,6 +56,8 @@ impl Recorder {
         Recorder {
             start_ns,
             interval_ns,
+            lo: start_ns,
+            hi: start_ns.saturating_add(interval_ns),
             cur: Interval { lat_min: u64::MAX, ..Interval::default() },
             counts: vec![0; if interval_ns > 0 { NBUCKETS } else { 0 }],
             done: Vec::new(),
@@ -65,10 +70,12 @@ impl Recorder {
         if self.interval_ns == 0 {
             return;
         }
-        let idx = now.saturating_sub(self.start_ns) / self.interval_ns;
-        if idx != self.cur.idx {
+        if now < self.lo || now >= self.hi {
+            let idx = now.saturating_sub(self.start_ns) / self.interval_ns;
             self.flush();
             self.cur.idx = idx;
+            self.lo = self.start_ns + idx * self.interval_ns;
+            self.hi = self.lo + self.interval_ns;
         }
         let c = &mut self.cur;
         if write {
