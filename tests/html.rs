@@ -109,12 +109,20 @@ fn trace_page_renders_with_its_flamegraph() {
         "4",
         "--runtime",
         "1s",
+        "--interval",
+        "200ms",
         "--flamegraph",
         "--out",
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // The time series: IOPS and latency per 200 ms on one time axis, labelled.
+    assert!(
+        html.contains("<h2>Over time</h2>") && html.matches("class=\"plot lines time\"").count() == 2,
+        "time plots"
+    );
+    assert!(html.matches(">time (s)</text>").count() == 2 && html.contains(">IOPS</text>"), "axis labels");
     // Self-contained: nothing fetched (namespace URIs in the SVGs are names, not requests).
     assert!(
         !html.contains("src=\"http") && !html.contains("<link") && !html.contains("<script src"),
@@ -123,7 +131,7 @@ fn trace_page_renders_with_its_flamegraph() {
     assert!(html.contains("<iframe title=\"flamegraph\" srcdoc="), "the flamegraph is inline");
     let dom = rendered(&out.join("report.html"));
     let (ok, total) = plots_ok(&dom);
-    assert!(total >= 5 && ok == total, "{ok} of {total} plots rendered");
+    assert!(total >= 7 && ok == total, "{ok} of {total} plots rendered");
 }
 
 #[test]

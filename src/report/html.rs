@@ -166,6 +166,9 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> S
         .map(|(n, s)| vec![n.to_string(), us(s.mean_ns), us(s.p50_ns), us(s.p99_ns), us(s.max_ns)])
         .collect();
     body.push_str(&table(&["phase", "mean us", "p50 us", "p99 us", "max us"], &rows));
+    if let Some(ts) = &report.timeseries {
+        body.push_str(&time_series_section(ts));
+    }
     body.push_str("<h2>Per I/O</h2>");
     let mut counts: Vec<Vec<String>> = [
         ("irq", Some(&t.irq)),
@@ -200,6 +203,34 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flame_svg: Option<&str>) -> S
     let config = serde_json::to_value(&report.config).unwrap_or_default();
     body.push_str(&table(&["key", "value"], &config_rows(&config)));
     page(&title, &body)
+}
+
+/// How the run evolved: IOPS and latency per interval, on one time axis. The last interval is
+/// drawn at its own length (the drain after the deadline is short).
+fn time_series_section(ts: &crate::timeseries::TimeSeries) -> String {
+    // A last interval much shorter than the rest is the drain after the deadline: left out, as
+    // in the text report (its point is in the JSON with its length).
+    let tail = ts.points.last().filter(|l| ts.points.len() > 1 && l.dur_ns < ts.interval_ns / 2);
+    let points = &ts.points[..ts.points.len() - usize::from(tail.is_some())];
+    let end = points.iter().map(|p| (p.t_ns + p.dur_ns) as f64 / 1e9).fold(0.0, f64::max);
+    let mid = |p: &crate::timeseries::Point| (p.t_ns as f64 + p.dur_ns as f64 / 2.0) / 1e9;
+    let iops = vec![("IOPS".to_owned(), points.iter().map(|p| (mid(p), Some(p.iops))).collect())];
+    let lat = |name: &str, f: &dyn Fn(&crate::timeseries::Point) -> Option<u64>| {
+        (name.to_owned(), points.iter().map(|p| (mid(p), f(p).map(|v| v as f64 / 1000.0))).collect())
+    };
+    // p50 and p99: one 10 ms stall as max would flatten both (max per interval is in the JSON).
+    let lats = vec![lat("p50", &|p| p.lat_p50_ns), lat("p99", &|p| p.lat_p99_ns)];
+    let step = ts.interval_ns as f64 / 1e9;
+    let drain = tail.map_or(String::new(), |t| {
+        format!(" The last {:.0} ms, the drain after the deadline, is left out.", t.dur_ns as f64 / 1e6)
+    });
+    format!(
+        "<h2>Over time</h2><p>Per {step} s interval, from the generator's own clock reads; a gap is an interval in \
+         which nothing completed.{drain} The JSON report's <code>timeseries</code> has every point, max latency \
+         included.</p><div class=\"plots\">{}{}</div>",
+        plot::time_lines("IOPS per interval", "IOPS", end, &iops),
+        plot::time_lines("Latency per interval (us)", "us", end, &lats)
+    )
 }
 
 /// The sweep's charts, each a standalone SVG: (file stem, svg).

@@ -207,6 +207,54 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y
     s
 }
 
+/// One line over time: its name and (seconds, value; None where unknown).
+pub type TimeSeries = (String, Vec<(f64, Option<f64>)>);
+
+/// Lines over time: a linear x axis in seconds from the run's start, y from 0. A point with no
+/// value (nothing completed in that interval) breaks its line: unknown is drawn as a gap, never as
+/// a zero. Every time chart of a page has the same frame, so their x axes line up.
+pub fn time_lines(title: &str, y_label: &str, x_end: f64, series: &[TimeSeries]) -> String {
+    let mut s = open(title, "lines time");
+    let ys: Vec<f64> = series.iter().flat_map(|x| x.1.iter().filter_map(|p| p.1)).filter(|v| v.is_finite()).collect();
+    if ys.is_empty() || x_end <= 0.0 {
+        s.push_str("<text x=\"100\" y=\"150\">no data</text></svg>");
+        return s;
+    }
+    let y1 = ys.iter().copied().fold(0.0, f64::max).max(1e-9) * 1.05;
+    let px = |x: f64| L + x / x_end * (W - L - R);
+    let py = |y: f64| H - B - y / y1 * (H - B - T);
+    axes(&mut s, "time (s)", y_label);
+    for t in ticks(0.0, x_end, 6) {
+        let _ = write!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", px(t), H - B + 16.0, short(t));
+    }
+    for t in ticks(0.0, y1, 5) {
+        grid_line(&mut s, py(t), t);
+    }
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        for run in pts.split(|p| p.1.is_none()).filter(|r| !r.is_empty()) {
+            let path: Vec<String> =
+                run.iter().map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1.unwrap_or(0.0)))).collect();
+            let _ =
+                write!(s, "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>", path.join(" "));
+            for p in run {
+                let _ = write!(
+                    s,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{c}\"><title>{} at {:.2} s: {}</title></circle>",
+                    px(p.0),
+                    py(p.1.unwrap_or(0.0)),
+                    esc(name),
+                    p.0,
+                    short(p.1.unwrap_or(0.0))
+                );
+            }
+        }
+    }
+    legend(&mut s, &series.iter().map(|x| x.0.clone()).collect::<Vec<_>>());
+    s.push_str("</svg>");
+    s
+}
+
 /// Stacked bars: one bar per category, one segment per named part.
 pub fn stacked_bars(title: &str, y_label: &str, categories: &[String], parts: &[(String, Vec<f64>)]) -> String {
     let mut s = open(title, "bars");
