@@ -225,11 +225,16 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 
 	key = io_key_of_bio(bio, &disc, &stacked, &aio);
 	s = key ? ios_find(key, disc) : NULL;
-	now = bpf_ktime_get_ns();
-	if (!s && aio && claim)
+	now = 0;
+	if (!s && aio && claim) {
+		now = bpf_ktime_get_ns();
 		s = aio_claim_at_bio(key, disc, aio, now);
+	}
 	if (!s)
 		return false;
+	/* Read once per followed bio, never for a bio of no followed I/O. */
+	if (!now)
+		now = bpf_ktime_get_ns();
 	l = links_claim((__u64)bio, 0, &existed);
 	if (l) {
 		l->io_key = s->key;

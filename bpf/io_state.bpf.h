@@ -70,8 +70,6 @@ static __always_inline void count_route(enum route_kind k, bool write)
 		*v += 1;
 }
 
-/* A route's claim: the I/O starts at `start`. A slot still holding the key is a leftover of an
- * earlier I/O whose end was never seen: counted and reused. */
 /* Fills a slot just claimed for a new I/O. */
 static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u32 disc,
 					       __u64 start, __u32 tgid, __u32 mode)
@@ -96,6 +94,8 @@ static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u
 	return s;
 }
 
+/* A route's claim: the I/O starts at `start`. A slot still holding the key is a leftover of an
+ * earlier I/O whose end was never seen: counted and reused. */
 static __always_inline struct io_slot *io_claim(__u64 key, __u32 disc, __u64 start, __u32 tgid,
 						__u32 mode)
 {

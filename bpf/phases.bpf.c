@@ -630,11 +630,7 @@ static __always_inline int on_aio_submit_enter(struct task_ctx *t, __u64 ctx_id,
 
 	c.tgid = bpf_get_current_pid_tgid() >> 32;
 	c.disc = task_aio_disc(t, ctx_id);
-	if (targ_aio_at_bio) {
-		/* Claimed at their bios (aio_claim_at_bio): nothing to claim or release here. */
-		t->aio_nr = 0;
-		return 0;
-	}
+	/* (--lean aio attaches no sys_enter: its requests are claimed at their bios.) */
 	t->aio_iocbs = iocbs;
 	t->aio_nr = nr < MAX_AIO_EVENTS ? nr : MAX_AIO_EVENTS;
 	bpf_loop(t->aio_nr, aio_claim_one, &c, 0);
