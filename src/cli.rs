@@ -347,7 +347,8 @@ impl JobArgs {
             ("--batch-submit", a.batch_submit != b.batch_submit),
             ("--batch-complete", a.batch_complete != b.batch_complete),
             ("--verify", a.verify != b.verify),
-            ("--interval", a.interval != b.interval),
+            // --interval applies to a traced process too (the probes' own time series); fio's
+            // logs need each direction's latency and the block size, which only the generator has.
             ("--log-prefix", a.log_prefix != b.log_prefix),
         ]
         .into_iter()
@@ -420,11 +421,7 @@ impl JobCommon {
             verify: self.verify,
             interval: self.interval,
         };
-        anyhow::ensure!(
-            self.interval >= Duration::from_millis(10),
-            "--interval {:?} is too short for a time series (at least 10ms: each point is a histogram per worker)",
-            self.interval
-        );
+        job::check_interval(self.interval)?;
         job.validate()?;
         Ok(job)
     }

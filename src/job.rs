@@ -148,6 +148,16 @@ pub struct Job {
     pub interval: Duration,
 }
 
+/// `--interval`: at least 10 ms (each point is a histogram per worker, and the trace reads nine
+/// histograms from the kernel at each edge).
+pub fn check_interval(d: Duration) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        d >= Duration::from_millis(10),
+        "--interval {d:?} is too short for a time series (at least 10ms: each point is a histogram per worker)"
+    );
+    Ok(())
+}
+
 fn default_interval() -> Duration {
     Duration::from_secs(1)
 }

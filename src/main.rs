@@ -101,7 +101,11 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
             (false, false) => iopath::trace::HookSet::Auto,
         },
         pagecache: a.pagecache,
+        interval: a.job.common.interval,
     };
+    if external.is_some() {
+        iopath::job::check_interval(a.job.common.interval)?;
+    }
     let (mut rep, raw) = match external {
         Some(what) => iopath::trace::run_external(what, a.external_duration()?, &flags)?,
         None if a.duration.is_some() => anyhow::bail!(

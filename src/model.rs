@@ -349,6 +349,63 @@ pub struct RawTrace {
     /// `--lean`: no syscall, scheduler or softirq hook was attached (what they count is unknown).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lean: bool,
+    /// The trace over time: one entry per `--interval`, read from the maps at its edges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<RawSeries>,
+}
+
+/// The phases read at every interval edge, in this order (`RawInterval::phases`).
+pub const SERIES_PHASES: [Phase; 9] = [
+    Phase::Submission,
+    Phase::Block,
+    Phase::Device,
+    Phase::Completion,
+    Phase::Total,
+    Phase::PcRead,
+    Phase::PcWrite,
+    Phase::PcCopy,
+    Phase::Upc,
+];
+
+/// The counters read at every interval edge, in this order (`RawInterval::counters`).
+pub const SERIES_COUNTERS: [Counter; 10] = [
+    Counter::Irq,
+    Counter::CtxVoluntary,
+    Counter::CtxInvoluntary,
+    Counter::Reads,
+    Counter::Writes,
+    Counter::Bytes,
+    Counter::PcBytesRead,
+    Counter::PcBytesWritten,
+    Counter::PcBytesCopied,
+    Counter::UpcBytes,
+];
+
+/// The trace's time series as the maps had it: cumulative values differenced at each edge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawSeries {
+    pub interval_ns: u64,
+    /// Edges from the generator's start line (its time series has the same intervals), or from
+    /// the moment the probes were enabled (a traced command or process).
+    pub from_generator: bool,
+    pub intervals: Vec<RawInterval>,
+}
+
+/// What the probes counted in one interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawInterval {
+    /// Start, from the series' start, and length (the last one ends with the trace).
+    pub t_ns: u64,
+    pub dur_ns: u64,
+    /// Per `SERIES_PHASES`: (I/Os whose phase ended in the interval, sum of their times).
+    pub phases: Vec<(u64, u64)>,
+    /// The application's calls (`Total` and the buffered families): their latency histogram's
+    /// non-empty slots in the interval, for percentiles.
+    pub calls: Vec<(u32, u64)>,
+    /// Per `SERIES_COUNTERS`.
+    pub counters: Vec<u64>,
+    /// io_uring requests on buffered files: (reads, writes).
+    pub cached: (u64, u64),
 }
 
 /// One file the traced processes dirtied (bpf/phases.h `struct wb_file`), its cgroup resolved.

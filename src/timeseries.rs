@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{Counter, Phase, RawInterval, RawSeries, HIST_SUB_BITS, SERIES_COUNTERS, SERIES_PHASES};
+
 /// Buckets per power of two: 32 (a bucket is at most 1/32 of its value wide, midpoints within
 /// 1.6%), against the run's 128: 1920 u32 counters (7.5 KiB) per worker, not 58 KiB per interval.
 const SUB_BITS: u32 = 5;
@@ -36,6 +38,8 @@ pub struct Interval {
     pub lat_max: u64,
     /// Non-empty latency buckets (bucket, count), in bucket order.
     pub buckets: Vec<(u16, u32)>,
+    /// The worker's context switches since its previous interval ended (None: not counted).
+    pub ctx: Option<u64>,
 }
 
 /// A worker's recorder. `interval_ns == 0`: off (records nothing).
@@ -49,6 +53,10 @@ pub struct Recorder {
     cur: Interval,
     counts: Vec<u32>,
     pub done: Vec<Interval>,
+    /// The thread's context switches so far (getrusage(RUSAGE_THREAD)): read once per interval,
+    /// when it ends, never per I/O.
+    ctx_clock: Option<fn() -> u64>,
+    ctx_last: u64,
 }
 
 impl Recorder {
@@ -61,7 +69,19 @@ impl Recorder {
             cur: Interval { lat_min: u64::MAX, ..Interval::default() },
             counts: vec![0; if interval_ns > 0 { NBUCKETS } else { 0 }],
             done: Vec::new(),
+            ctx_clock: None,
+            ctx_last: 0,
         }
+    }
+
+    /// Counts the thread's context switches per interval with `clock` (cumulative). The switches
+    /// of an interval in which nothing completed are counted in the next one that ends.
+    pub fn with_ctx_clock(mut self, clock: fn() -> u64) -> Recorder {
+        if self.interval_ns > 0 {
+            self.ctx_last = clock();
+            self.ctx_clock = Some(clock);
+        }
+        self
     }
 
     /// One I/O completed at `now` after `lat` ns.
@@ -103,9 +123,15 @@ impl Recorder {
                 *c = 0;
             }
         }
+        let ctx = self.ctx_clock.map(|clock| {
+            let now = clock();
+            let d = now.saturating_sub(self.ctx_last);
+            self.ctx_last = now;
+            d
+        });
         let idx = self.cur.idx;
         let finished = std::mem::replace(&mut self.cur, Interval { idx, lat_min: u64::MAX, ..Interval::default() });
-        self.done.push(Interval { buckets, ..finished });
+        self.done.push(Interval { buckets, ctx, ..finished });
     }
 
     /// Ends the interval in progress: every I/O recorded is in `done`.
@@ -154,6 +180,25 @@ pub struct Point {
     pub lat_p99_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lat_max_ns: Option<u64>,
+    /// Each phase's mean over the I/Os whose phase ended in this interval (a trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_mean_ns: Option<PhaseMeans>,
+    /// Device interrupts per I/O completed in the interval (a trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_per_io: Option<f64>,
+    /// Context switches per I/O: the generator's threads (getrusage), or every traced thread
+    /// (sched_switch) when the trace hooked it, as the report's `ctx_switches.source` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx_per_io: Option<f64>,
+}
+
+/// The four phases' means in one interval; a phase no I/O ended in is absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseMeans {
+    pub submission_ns: Option<u64>,
+    pub block_ns: Option<u64>,
+    pub device_ns: Option<u64>,
+    pub completion_ns: Option<u64>,
 }
 
 /// Merges the workers' intervals into one point per interval of a run `elapsed_ns` long (the
@@ -167,7 +212,11 @@ pub fn summarize(intervals: &[Interval], interval_ns: u64, elapsed_ns: u64) -> O
     let mut merged: Vec<Interval> =
         (0..n).map(|i| Interval { idx: i as u64, lat_min: u64::MAX, ..Interval::default() }).collect();
     let mut counts: Vec<Vec<u64>> = vec![Vec::new(); n];
+    let mut ctx: Vec<Option<u64>> = vec![None; n];
     for iv in intervals {
+        if let Some(c) = iv.ctx {
+            *ctx[iv.idx as usize].get_or_insert(0) += c;
+        }
         let m = &mut merged[iv.idx as usize];
         m.reads += iv.reads;
         m.writes += iv.writes;
@@ -188,7 +237,8 @@ pub fn summarize(intervals: &[Interval], interval_ns: u64, elapsed_ns: u64) -> O
     let points = merged
         .iter()
         .zip(&counts)
-        .map(|(m, c)| {
+        .zip(&ctx)
+        .map(|((m, c), ctx)| {
             let t_ns = m.idx * interval_ns;
             // The last interval ends with the run (its drain may run past it: at least 1 ms).
             let dur_ns =
@@ -212,10 +262,106 @@ pub fn summarize(intervals: &[Interval], interval_ns: u64, elapsed_ns: u64) -> O
                 lat_p50_ns: q(0.50),
                 lat_p99_ns: q(0.99),
                 lat_max_ns: (ios > 0).then_some(m.lat_max),
+                phase_mean_ns: None,
+                irq_per_io: None,
+                ctx_per_io: ctx.filter(|_| ios > 0).map(|c| c as f64 / ios as f64),
             }
         })
         .collect();
     Some(TimeSeries { interval_ns, points })
+}
+
+fn mean_of((n, sum): (u64, u64)) -> Option<u64> {
+    (n > 0).then(|| sum / n)
+}
+
+fn phase_means(iv: &RawInterval) -> Option<PhaseMeans> {
+    let at = |i: usize| iv.phases.get(i).copied().and_then(mean_of);
+    let m = PhaseMeans { submission_ns: at(0), block_ns: at(1), device_ns: at(2), completion_ns: at(3) };
+    (m != PhaseMeans::default()).then_some(m)
+}
+
+fn counter(iv: &RawInterval, c: Counter) -> u64 {
+    SERIES_COUNTERS.iter().position(|&x| x == c).and_then(|i| iv.counters.get(i).copied()).unwrap_or(0)
+}
+
+/// The trace's intervals joined to the generator's (the same edges: the sampler starts at the
+/// generator's start line): each point gains its phase means and IRQs per I/O, and its context
+/// switches per I/O from sched_switch when `sched_hooked` (otherwise the generator's own stay).
+pub fn with_trace(ts: &mut TimeSeries, raw: &RawSeries, sched_hooked: bool) {
+    if !raw.from_generator || raw.interval_ns != ts.interval_ns {
+        return;
+    }
+    for (p, iv) in ts.points.iter_mut().zip(&raw.intervals) {
+        let ios = p.reads + p.writes;
+        p.phase_mean_ns = phase_means(iv);
+        p.irq_per_io = (ios > 0).then(|| counter(iv, Counter::Irq) as f64 / ios as f64);
+        if sched_hooked {
+            let ctx = counter(iv, Counter::CtxVoluntary) + counter(iv, Counter::CtxInvoluntary);
+            p.ctx_per_io = (ios > 0).then(|| ctx as f64 / ios as f64);
+        }
+    }
+}
+
+/// A traced command's or process's time series, from the probes alone: its calls (direct I/Os
+/// and buffered calls, as `Report::from_process` counts them) per interval, their latency
+/// percentiles from the in-kernel histogram, phase means, IRQs and context switches per call.
+/// Each call counts in the interval in which it returned. Max latency is the top histogram
+/// bucket's upper bound (within 1/32).
+pub fn from_raw(raw: &RawSeries) -> Option<TimeSeries> {
+    if raw.interval_ns == 0 || raw.intervals.is_empty() {
+        return None;
+    }
+    let points = raw
+        .intervals
+        .iter()
+        .map(|iv| {
+            let ios: u64 = iv.calls.iter().map(|&(_, c)| c).sum();
+            let phase = |ph: Phase| {
+                SERIES_PHASES.iter().position(|&x| x == ph).and_then(|i| iv.phases.get(i).copied()).unwrap_or((0, 0))
+            };
+            let reads = counter(iv, Counter::Reads) + phase(Phase::PcRead).0 + iv.cached.0;
+            let writes = counter(iv, Counter::Writes) + phase(Phase::PcWrite).0 + iv.cached.1;
+            let bytes = [
+                Counter::Bytes,
+                Counter::PcBytesRead,
+                Counter::PcBytesWritten,
+                Counter::PcBytesCopied,
+                Counter::UpcBytes,
+            ]
+            .iter()
+            .map(|&c| counter(iv, c))
+            .sum::<u64>();
+            let secs = iv.dur_ns.max(1) as f64 / 1e9;
+            let slots = || iv.calls.iter().map(|&(s, c)| (s as usize, c));
+            let max = iv.calls.last().map(|&(s, _)| {
+                let (lo, w) = crate::hist::bucket_range_with(s as usize, HIST_SUB_BITS);
+                lo + w
+            });
+            let q =
+                |p: f64| (ios > 0).then(|| crate::hist::quantile_of(slots(), HIST_SUB_BITS, p, 0, max.unwrap_or(0)));
+            let ctx = counter(iv, Counter::CtxVoluntary) + counter(iv, Counter::CtxInvoluntary);
+            let per_io = |v: u64| (ios > 0).then(|| v as f64 / ios as f64);
+            Point {
+                t_ns: iv.t_ns,
+                dur_ns: iv.dur_ns,
+                // A copy (copy_file_range, sendfile) is a call but neither a read nor a write.
+                reads,
+                writes,
+                iops: ios as f64 / secs,
+                bw_bytes: bytes as f64 / secs,
+                read_lat_mean_ns: None,
+                write_lat_mean_ns: None,
+                lat_p50_ns: q(0.50),
+                lat_p99_ns: q(0.99),
+                lat_max_ns: max.filter(|_| ios > 0),
+                phase_mean_ns: phase_means(iv),
+                irq_per_io: per_io(counter(iv, Counter::Irq)),
+                ctx_per_io: per_io(ctx),
+            }
+        })
+        .collect();
+    Some(TimeSeries { interval_ns: raw.interval_ns, points })
 }
 
 /// Which of fio's per-interval logs (`write_iops_log`, `write_bw_log`, `write_lat_log` with
@@ -294,6 +440,70 @@ mod tests {
         assert_eq!(p[3].iops, 2.0);
         let total: u64 = p.iter().map(|x| x.reads + x.writes).sum();
         assert_eq!(total, 102);
+    }
+
+    fn raw_interval(t_ns: u64, device: (u64, u64), calls: Vec<(u32, u64)>, irq: u64, ctx: u64) -> RawInterval {
+        let mut phases = vec![(0, 0); SERIES_PHASES.len()];
+        phases[2] = device;
+        phases[4] = (calls.iter().map(|c| c.1).sum(), 0);
+        let mut counters = vec![0; SERIES_COUNTERS.len()];
+        counters[0] = irq;
+        counters[1] = ctx;
+        counters[3] = phases[4].0; // reads
+        RawInterval { t_ns, dur_ns: 1_000_000_000, phases, calls, counters, cached: (0, 0) }
+    }
+
+    #[test]
+    fn the_traces_intervals_join_the_generators() {
+        let s = 1_000_000_000u64;
+        let mut r = Recorder::new(0, s).with_ctx_clock(|| 0);
+        for i in 0..10 {
+            r.record(i * 100_000_000, 1000, 4096, false);
+        }
+        r.finish();
+        let mut ts = summarize(&r.done, s, s).unwrap();
+        assert_eq!(ts.points[0].ctx_per_io, Some(0.0));
+        let raw = RawSeries {
+            interval_ns: s,
+            from_generator: true,
+            intervals: vec![raw_interval(0, (10, 200_000), vec![(100, 10)], 5, 20)],
+        };
+        with_trace(&mut ts, &raw, false);
+        let p = &ts.points[0];
+        assert_eq!(p.phase_mean_ns.unwrap().device_ns, Some(20_000));
+        assert_eq!(p.phase_mean_ns.unwrap().block_ns, None, "no I/O ended its block phase: unknown");
+        assert_eq!(p.irq_per_io, Some(0.5));
+        assert_eq!(p.ctx_per_io, Some(0.0), "lean: the generator's own count stays");
+        with_trace(&mut ts, &raw, true);
+        assert_eq!(ts.points[0].ctx_per_io, Some(2.0), "sched_switch when hooked");
+        // Intervals of another length are not joined.
+        let mut other = ts.clone();
+        with_trace(&mut other, &RawSeries { interval_ns: s / 2, ..raw.clone() }, true);
+        assert_eq!(other.points[0].irq_per_io, ts.points[0].irq_per_io);
+    }
+
+    #[test]
+    fn a_traced_commands_series_comes_from_the_probes_alone() {
+        let s = 1_000_000_000u64;
+        let slot = crate::model::bpf_slot(50_000) as u32;
+        let raw = RawSeries {
+            interval_ns: s,
+            from_generator: false,
+            intervals: vec![
+                raw_interval(0, (100, 3_000_000), vec![(slot, 100)], 0, 100),
+                // Nothing returned: no latency, no ratio.
+                raw_interval(s, (0, 0), vec![], 0, 3),
+            ],
+        };
+        let ts = from_raw(&raw).unwrap();
+        let p = &ts.points;
+        assert_eq!((p[0].reads, p[0].iops), (100, 100.0));
+        let p50 = p[0].lat_p50_ns.unwrap();
+        assert!(p50.abs_diff(50_000) <= 50_000 / 32, "{p50}");
+        assert!(p[0].lat_max_ns.unwrap() >= 50_000);
+        assert_eq!(p[0].phase_mean_ns.unwrap().device_ns, Some(30_000));
+        assert_eq!(p[0].ctx_per_io, Some(1.0));
+        assert_eq!((p[1].lat_p50_ns, p[1].ctx_per_io, p[1].phase_mean_ns), (None, None, None));
     }
 
     #[test]

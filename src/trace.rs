@@ -39,6 +39,8 @@ pub struct TraceFlags {
     pub empty_probes: bool,
     pub hooks: HookSet,
     pub pagecache: crate::probe::session::PageCacheMode,
+    /// The time series' interval (a traced command or process; the generator's is the job's).
+    pub interval: std::time::Duration,
 }
 
 /// Which hooks a trace of the bundled generator attaches.
@@ -114,11 +116,15 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         empty_probes: flags.empty_probes,
         lean,
         pagecache: flags.pagecache,
+        series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
     let machine = crate::report::Captured::for_run(&outcome);
     let mut rep = Report::from_run(job, outcome, machine).with_trace(summary, names);
+    if let (Some(ts), Some(rs)) = (rep.timeseries.as_mut(), &raw.series) {
+        crate::timeseries::with_trace(ts, rs, !raw.lean);
+    }
     rep.warnings.extend(raw.events_file_error.clone());
     Ok((rep, raw))
 }
@@ -286,6 +292,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         empty_probes: flags.empty_probes,
         lean: crate::probe::session::Lean::Off,
         pagecache: flags.pagecache,
+        series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

@@ -189,7 +189,7 @@ impl Drop for Blkio {
 
 /// `iopath trace ARGS --json -` run inside a cgroup.
 fn trace_in(cg: &Blkio, args: &[&str]) -> Value {
-    let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" trace \"$@\" --json -", cg.0.display());
+    let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" trace --json - \"$@\"", cg.0.display());
     let out = std::process::Command::new("sh").arg("-c").arg(cmd).arg(bin()).args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -229,6 +229,18 @@ fn throttled_bios_are_followed_and_compare_names_the_cgroup_limit() {
     }
     let in_points: u64 = points.iter().map(|p| p["reads"].as_u64().unwrap()).sum();
     assert_eq!(in_points, after["ios"].as_u64().unwrap(), "every I/O in one interval");
+    // The probes' side of each interval: the four phases' means, read from the kernel's
+    // histograms at the generator's interval edges. Queued 32 deep against 2000 IOPS, each I/O
+    // waits ~16 ms in blk-throttle, inside submission: every full interval shows it there.
+    for p in &full {
+        let m = &p["phase_mean_ns"];
+        let sub = m["submission_ns"].as_u64().unwrap();
+        assert!(sub > 5_000_000, "submission {sub} ns in an interval under throttling: {p}");
+        for k in ["block_ns", "device_ns", "completion_ns"] {
+            assert!(m[k].as_u64().is_some(), "{k}: {p}");
+        }
+        assert!(p["ctx_per_io"].as_f64().is_some(), "{p}");
+    }
     // fio's own per-interval logs, as fio 3.33 writes them (write_iops_log with log_avg_msec):
     // the same columns, ours with the JSON's values.
     let fio_dir = scratch("routes-fio-logs");
@@ -283,6 +295,47 @@ fn throttled_bios_are_followed_and_compare_names_the_cgroup_limit() {
     assert!(cause.starts_with("cgroup I/O limit"), "{}", c["causes"]);
     assert!(cause.contains(&format!("none -> {devnum} 2000")), "{cause}");
     assert!(!c["verdict"].as_str().unwrap().contains("device itself"), "{}", c["verdict"]);
+}
+
+/// A traced command's time series comes from the probes alone: dd's direct reads under a
+/// 2000 IOPS blk-throttle limit (the independent reference) are 2000 per second in every full
+/// interval, and each of its calls is in exactly one interval.
+#[test]
+fn a_traced_commands_time_series_holds_the_cgroup_limit() {
+    require_root();
+    let _s = serial();
+    let d = scratch("routes-throttle-dd");
+    let dev = LoopDev::written(&d.join("backing"), 64);
+    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
+    let cg = Blkio::new("iopath-routes-dd", "blkio.throttle.read_iops_device", &format!("{devnum} 2000"));
+    let r = trace_in(
+        &cg,
+        &["--interval", "500ms", "--", "dd", &format!("if={}", dev.0), "of=/dev/null", "bs=4k", "count=6000"]
+            .into_iter()
+            .chain(["iflag=direct"])
+            .collect::<Vec<_>>(),
+    );
+    let ts = &r["timeseries"];
+    assert_eq!(ts["interval_ns"], 500_000_000u64, "{r}");
+    let points = ts["points"].as_array().unwrap();
+    let calls: f64 = points.iter().map(|p| p["iops"].as_f64().unwrap() * p["dur_ns"].as_f64().unwrap() / 1e9).sum();
+    assert!(
+        (calls - r["ios"].as_f64().unwrap()).abs() < 0.5,
+        "{calls} calls in the points, {} in the report",
+        r["ios"]
+    );
+    // dd's 6000 reads at 2000 IOPS: ~3 s, the first interval shared with dd's start.
+    let full: Vec<&Value> = points.iter().filter(|p| p["dur_ns"] == 500_000_000u64).skip(1).collect();
+    assert!(full.len() >= 3, "{ts}");
+    for p in &full {
+        let v = p["iops"].as_f64().unwrap();
+        assert!((1700.0..=2200.0).contains(&v), "{v} calls/s in an interval under a 2000 IOPS limit: {ts}");
+        assert!(p["lat_p99_ns"].as_u64().unwrap() >= p["lat_p50_ns"].as_u64().unwrap(), "{p}");
+        assert!(p["phase_mean_ns"]["device_ns"].as_u64().unwrap() > 0, "{p}");
+        // dd waits for each read: about one switch per read.
+        let ctx = p["ctx_per_io"].as_f64().unwrap();
+        assert!((0.5..=1.5).contains(&ctx), "{ctx} switches per read: {p}");
+    }
 }
 
 #[test]

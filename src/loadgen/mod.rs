@@ -338,6 +338,10 @@ fn check_iopoll(t: &Prepared) -> Result<()> {
     Ok(())
 }
 
+/// The last run's start line (CLOCK_MONOTONIC ns), for the probes' time-series sampler: its
+/// intervals then have the same edges as the generator's own.
+pub static START_LINE: AtomicU64 = AtomicU64::new(0);
+
 fn run_with<E, F>(job: &Job, target: Prepared, make: F) -> Result<Outcome>
 where
     E: Engine,
@@ -393,6 +397,7 @@ where
         let before = Usage::now();
         let start_ns = now_ns();
         start_line.store(start_ns, Ordering::Release);
+        START_LINE.store(start_ns, Ordering::Release);
         drop(hold);
         let mut stats: Option<Stats> = None;
         for h in handles {
@@ -507,7 +512,11 @@ impl Plan {
 // Kept out of line: flamegraphs name it as the generator's loop.
 #[inline(never)]
 fn worker<E: Engine>(mut e: E, mut p: Plan, start_ns: u64) -> Result<Stats> {
-    let mut st = Stats { series: crate::timeseries::Recorder::new(start_ns, p.interval_ns), ..Stats::default() };
+    let series = crate::timeseries::Recorder::new(start_ns, p.interval_ns).with_ctx_clock(|| {
+        let u = Usage::this_thread();
+        u.nvcsw + u.nivcsw
+    });
+    let mut st = Stats { series, ..Stats::default() };
     let qd = p.qd as usize;
     let mut free: Vec<u32> = (0..p.qd).rev().collect();
     let mut t_start = vec![0u64; qd];

@@ -5,6 +5,7 @@ pub mod features;
 pub mod kallsyms;
 pub mod log;
 pub mod sampler;
+pub mod series;
 pub mod session;
 pub mod tracefs;
 pub mod vmstat;

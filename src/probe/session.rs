@@ -56,6 +56,8 @@ pub struct TraceOpts {
     pub lean: Lean,
     /// `--pagecache`: split buffered calls (the syscall hooks) or count the page cache.
     pub pagecache: PageCacheMode,
+    /// The time series: its interval and where its time starts (None: not sampled).
+    pub series: Option<(std::time::Duration, super::series::Start)>,
 }
 
 /// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
@@ -753,6 +755,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let mut result = None;
     let mut maps = Vec::new();
     let mut vmstat = None;
+    let mut raw_series = None;
     std::thread::scope(|s| -> Result<()> {
         // User stacks are symbolized after the run, when a traced process may be gone: keep its
         // executable mappings as it runs.
@@ -863,14 +866,44 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
         // this process: 89 extra "buffered reads" in a 16384-read job before this).
         let vm_tid: u32 = vm_rx.recv().context("starting the vmstat sampler")?;
         phases.maps.excluded_tids.update(&vm_tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+        let series_fds = super::series::Fds {
+            hists: phases.maps.hists.as_fd().as_raw_fd(),
+            phase_counters: phases.maps.counters.as_fd().as_raw_fd(),
+            count_counters: counts.maps.counters.as_fd().as_raw_fd(),
+            routes: phases.maps.routes.as_fd().as_raw_fd(),
+        };
+        let series = match opts.series {
+            Some((interval, start)) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+                let h = s.spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    let _ = tx.send(unsafe { libc::gettid() } as u32);
+                    go_rx.recv().ok()?;
+                    super::series::sample(series_fds, interval, start, vm_stop)
+                });
+                // Its switches are iopath's, not the generator's (same process).
+                let tid: u32 = rx.recv().context("starting the time-series sampler")?;
+                phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+                Some((h, go_tx))
+            }
+            None => None,
+        };
         let _ = go_tx.send(());
         // Counting starts only once every link exists, so attach order cannot skew the numbers.
         set_enabled(1);
+        let series = series.map(|(h, go)| {
+            let _ = go.send(());
+            h
+        });
         result = Some(workload());
         set_enabled(0);
         drop(posted);
         stop_poll.store(true, Ordering::Relaxed);
         vmstat = vm.join().map_err(|_| anyhow!("the vmstat sampler panicked"))?;
+        if let Some(h) = series {
+            raw_series = h.join().map_err(|_| anyhow!("the time-series sampler panicked"))?;
+        }
         if let Some(h) = poller {
             h.join().map_err(|_| anyhow!("the events poller panicked"))?;
         }
@@ -895,6 +928,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
     raw.vmstat = vmstat;
+    raw.series = raw_series;
     // The dirtiers' cgroups by path, while the directories exist.
     let roots = crate::sysconf::SysRoots::live();
     let mut paths = std::collections::HashMap::new();

@@ -321,7 +321,7 @@ impl Report {
                 source: "sched_switch".into(),
             },
             run_delay: None,
-            timeseries: None,
+            timeseries: raw.series.as_ref().and_then(crate::timeseries::from_raw),
             trace: None,
             partial,
             ctx_switches_getrusage: None,

@@ -209,8 +209,45 @@ fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::
     if let Some(t) = tail {
         writeln!(w, "      (the last {:.0} ms, the drain after the deadline, left out)", t.dur_ns as f64 / 1e6)?;
     }
-    writeln!(w, "    IOPS      {}   {}", sparkline(&iops), range(&iops, &|x| si(x)))?;
-    writeln!(w, "    p99 (us)  {}   {}", sparkline(&p99), range(&p99, &|x| us(x as u64)))?;
+    writeln!(w, "    {:<11}{}   {}", "IOPS", sparkline(&iops), range(&iops, &|x| si(x)))?;
+    writeln!(w, "    {:<11}{}   {}", "p99 (us)", sparkline(&p99), range(&p99, &|x| us(x as u64)))?;
+    // A group's mean of a per-interval mean or ratio, weighted by the intervals' I/Os.
+    let weighted = |f: &dyn Fn(&crate::timeseries::Point) -> Option<f64>| -> Vec<Option<f64>> {
+        groups
+            .iter()
+            .map(|g| {
+                let (sum, n) = g
+                    .iter()
+                    .filter_map(|x| f(x).map(|v| (v, (x.reads + x.writes).max(1) as f64)))
+                    .fold((0.0, 0.0), |(s, n), (v, k)| (s + v * k, n + k));
+                (n > 0.0).then(|| sum / n)
+            })
+            .collect()
+    };
+    let phase = |g: fn(&crate::timeseries::PhaseMeans) -> Option<u64>| {
+        weighted(&move |x: &crate::timeseries::Point| x.phase_mean_ns.as_ref().and_then(g).map(|v| v as f64))
+    };
+    let rows: [(&str, Vec<Option<f64>>); 4] = [
+        ("  submit", phase(|m| m.submission_ns)),
+        ("  block", phase(|m| m.block_ns)),
+        ("  device", phase(|m| m.device_ns)),
+        ("  complete", phase(|m| m.completion_ns)),
+    ];
+    if rows.iter().any(|(_, v)| v.iter().any(Option::is_some)) {
+        writeln!(w, "    phase means (us):")?;
+        for (name, v) in &rows {
+            writeln!(w, "    {name:<11}{}   {}", sparkline(v), range(v, &|x| us(x as u64)))?;
+        }
+    }
+    for (name, f) in [
+        ("IRQ/IO", &(|x: &crate::timeseries::Point| x.irq_per_io) as &dyn Fn(&crate::timeseries::Point) -> Option<f64>),
+        ("ctx/IO", &|x: &crate::timeseries::Point| x.ctx_per_io),
+    ] {
+        let v = weighted(f);
+        if v.iter().any(Option::is_some) {
+            writeln!(w, "    {name:<11}{}   {}", sparkline(&v), range(&v, &|x| format!("{x:.3}")))?;
+        }
+    }
     Ok(())
 }
 
