@@ -6,12 +6,13 @@ cd "$(dirname "$0")/.."
 
 # Build: compiler, libbpf's link deps, clang for BPF. Tests: e2fsprogs/util-linux (mkfs, losetup,
 # chattr, setpriv), fio (the --pid tests and benchmarks), perf (flamegraph interop). Flamegraphs:
-# libc6-dbg, so libc's internal frames (start_thread) have names. HTML report test: chromium.
+# libc6-dbg, so libc's internal frames (start_thread) have names. HTML report tests: chromium
+# (renders and prints the pages), poppler-utils (pdftoppm, pdftotext: reads the printed PDF).
 # Route tests: strace (the independent syscall count). Benchmarks: bpftrace, python3. Real
 # applications traced by the tests: sqlite3, postgresql-15 (initdb, postgres, pgbench); bpftrace
 # is their reference on the same run.
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
-      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium python3 curl ca-certificates
+      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 curl ca-certificates
       sqlite3 postgresql-15)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -147,9 +147,15 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         let mut txt = Vec::new();
         report::render_text(&rep, &mut txt)?;
         write_file(&dir.join("report.txt"), txt)?;
-        let flame =
-            rep.flamegraphs.as_ref().and_then(|f| f.oncpu.as_ref()).and_then(|g| std::fs::read_to_string(&g.svg).ok());
-        let html = report::html::trace_page(&rep, &raw, flame.as_deref());
+        let graphs = rep.flamegraphs.as_ref();
+        let flames: Vec<(&str, String)> = [
+            ("On-CPU flamegraph", graphs.and_then(|f| f.oncpu.as_ref())),
+            ("Off-CPU flamegraph (time blocked)", graphs.and_then(|f| f.offcpu.as_ref())),
+        ]
+        .into_iter()
+        .filter_map(|(t, g)| Some((t, std::fs::read_to_string(&g?.svg).ok()?)))
+        .collect();
+        let html = report::html::trace_page(&rep, &raw, &flames);
         write_file(&dir.join("report.html"), html)?;
     }
     if let Some(e) = iopath::trace::command_failed(&rep) {
@@ -254,7 +260,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let mut results = Vec::new();
     let mut failed = Vec::new();
-    let mut first_config = None;
+    let mut first_report = None;
     for (i, p) in plan.iter().enumerate() {
         if iopath::stop::requested() {
             eprintln!("iopath sweep: stopped; keeping the {} run(s) that finished", results.len());
@@ -287,8 +293,8 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         let name = format!("runs/{}-qd{}-r{}.json", v.name.replace('+', "_"), p.qd, p.rep);
         let value = serde_json::to_value(&rep)?;
         write_file(&dir.join(&name), serde_json::to_vec_pretty(&value)?)?;
-        if first_config.is_none() {
-            first_config = Some(value["config"].clone());
+        if first_report.is_none() {
+            first_report = Some(value.clone());
         }
         let r = sweep::run_result(&rep, &v.name, p.qd, p.rep, &name);
         let done = i + 1;
@@ -332,7 +338,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     }
     let s = sweep::summarize(&variants, &qds, a.repeat, base.seed, !a.no_trace, results, failed);
     write_file(&dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
-    write_file(&dir.join("report.html"), report::html::sweep_page(&s, first_config.as_ref()))?;
+    write_file(&dir.join("report.html"), report::html::sweep_page(&s, first_report.as_ref()))?;
     for (stem, svg) in report::html::sweep_charts(&s) {
         write_file(&dir.join(format!("{stem}.svg")), svg)?;
     }

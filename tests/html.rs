@@ -12,23 +12,121 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The DOM after load, as headless Chromium (Debian's chromium package) sees it.
+/// The DOM after load, as headless Chromium (Debian's chromium package) sees it at 1280 px, the
+/// width a reader has; `#selftest` also searches and zooms each flamegraph.
 fn rendered(page: &Path) -> String {
     let out = std::process::Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom"])
-        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000", "--virtual-time-budget=5000"])
+        .arg("--dump-dom")
+        .arg(format!("file://{}#selftest", page.canonicalize().unwrap().display()))
         .output()
         .expect("chromium (installed by scripts/setup.sh) renders the report");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `data-plots="ok/total"` set by the page's own check, and no `data-error`.
+/// An attribute the page's load check set on <body>.
+fn attr<'a>(dom: &'a str, name: &str) -> &'a str {
+    dom.split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("{name} not set"))
+}
+
+/// `data-plots="ok/total"` set by the page's own check, no `data-error`, and every chart with
+/// both axis labels.
 fn plots_ok(dom: &str) -> (usize, usize) {
-    assert!(!dom.contains("data-error=\""), "the page reported a script error");
-    let v = dom.split("data-plots=\"").nth(1).and_then(|r| r.split('"').next()).expect("the page's load check ran");
-    let (ok, total) = v.split_once('/').unwrap();
+    assert!(!dom.contains("data-error=\""), "the page reported a script error: {}", attr(dom, "data-error"));
+    assert_eq!(attr(dom, "data-unlabelled"), "0", "every chart has its axis labels");
+    let (ok, total) = attr(dom, "data-plots").split_once('/').unwrap();
     (ok.parse().unwrap(), total.parse().unwrap())
+}
+
+/// Each flamegraph as the reader sees it: (its rendered width / the page's content width), and
+/// whether a search highlighted frames and a click zoomed (the page's #selftest).
+fn flames(dom: &str) -> Vec<(f64, bool)> {
+    attr(dom, "data-flames")
+        .split(';')
+        .filter(|x| !x.is_empty())
+        .map(|f| {
+            let (w, rest) = f.split_once(' ').unwrap_or((f, ""));
+            let (a, b) = w.split_once('/').unwrap();
+            (a.parse::<f64>().unwrap() / b.parse::<f64>().unwrap(), rest == "search=ok zoom=ok")
+        })
+        .collect()
+}
+
+/// The number in the summary card's IOPS field (the first number of `id="iops"`).
+fn card_iops(dom: &str) -> f64 {
+    let v = dom.split("id=\"iops\">").nth(1).and_then(|r| r.split('<').next()).expect("the card shows IOPS");
+    v.split(|c: char| !c.is_ascii_digit() && c != '.').find(|x| !x.is_empty()).unwrap().parse().unwrap()
+}
+
+/// The page printed by Chromium (`--print-to-pdf`), its pages rendered by poppler's pdftoppm
+/// (grey, 30 dpi) and its text by pdftotext: (the share of ink on each page, the text).
+fn printed(page: &Path) -> (Vec<f64>, String) {
+    let dir = page.parent().unwrap().join("pdf");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pdf = dir.join("report.pdf");
+    let o = std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--no-pdf-header-footer"])
+        .arg(format!("--print-to-pdf={}", pdf.display()))
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success() && pdf.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("pdftoppm").args(["-gray", "-r", "30"]).arg(&pdf).arg(dir.join("p")).output();
+    let o = o.expect("pdftoppm (poppler-utils, installed by scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut pages: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pgm"))
+        .collect();
+    pages.sort();
+    let ink = pages
+        .iter()
+        .map(|p| {
+            // Binary PGM: "P5", width, height, maxval, then one byte per pixel.
+            let b = std::fs::read(p).unwrap();
+            let mut fields = 0;
+            let mut i = 0;
+            while fields < 4 {
+                while b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                while !b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                fields += 1;
+            }
+            let px = &b[i + 1..];
+            px.iter().filter(|&&v| v < 200).count() as f64 / px.len() as f64
+        })
+        .collect();
+    let t = std::process::Command::new("pdftotext").arg(&pdf).arg("-").output().unwrap();
+    assert!(t.status.success());
+    (ink, String::from_utf8_lossy(&t.stdout).into_owned())
+}
+
+/// A clean multi-page print: at least two pages, none blank, the sections in order.
+fn prints_cleanly(page: &Path, sections: &[&str]) -> String {
+    let (ink, text) = printed(page);
+    assert!(ink.len() >= 2, "{} page(s)", ink.len());
+    for (i, v) in ink.iter().enumerate() {
+        assert!(*v > 0.005, "page {} is blank ({:.4} ink): {ink:?}", i + 1, v);
+    }
+    // Card keys print in capitals (CSS text-transform): compared without case.
+    let lower = text.to_lowercase();
+    let mut at = 0;
+    for s in sections {
+        let i = lower[at..]
+            .find(&s.to_lowercase())
+            .unwrap_or_else(|| panic!("{s} after byte {at} of the printed text:\n{text}"));
+        at += i;
+    }
+    text
 }
 
 #[test]
@@ -90,8 +188,13 @@ fn sweep_runs_the_grid_and_its_page_renders() {
     let expected: Vec<String> = plan.iter().map(|p| format!("{} {} {}", names[p.variant], p.qd, p.rep)).collect();
     assert_eq!(order, expected);
     assert!(points.iter().any(|p| p["phases_ns"].is_array()), "no point's phases reconciled");
-    let (ok, total) = plots_ok(&rendered(&out.join("report.html")));
+    let dom = rendered(&out.join("report.html"));
+    let (ok, total) = plots_ok(&dom);
     assert!(total >= 6 && ok == total, "{ok} of {total} plots rendered");
+    // The summary card shows the sweep's best IOPS (its median run).
+    let best = points.iter().map(|p| p["iops"]["median"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert_eq!(card_iops(&dom), best.round(), "the card's IOPS");
+    prints_cleanly(&out.join("report.html"), &["iopath sweep", "IOPS vs queue depth", "Points", "Configuration"]);
 }
 
 #[test]
@@ -117,21 +220,44 @@ fn trace_page_renders_with_its_flamegraph() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    // The time series: IOPS and latency per 200 ms on one time axis, labelled.
+    // The time series per 200 ms, four charts on one time axis: IOPS, latency, the phases'
+    // means and the per-I/O counts (read from the kernel at the same edges).
     assert!(
-        html.contains("<h2>Over time</h2>") && html.matches("class=\"plot lines time\"").count() == 2,
+        html.contains("<h2>Over time</h2>") && html.matches("class=\"plot lines time\"").count() == 4,
         "time plots"
     );
-    assert!(html.matches(">time (s)</text>").count() == 2 && html.contains(">IOPS</text>"), "axis labels");
+    assert!(html.matches(">time (s)</text>").count() == 4 && html.contains(">IOPS</text>"), "axis labels");
+    assert!(html.contains("Phase means per interval") && html.contains("device at 0.30 s: "), "phase means over time");
     // Self-contained: nothing fetched (namespace URIs in the SVGs are names, not requests).
     assert!(
         !html.contains("src=\"http") && !html.contains("<link") && !html.contains("<script src"),
         "no external resources"
     );
-    assert!(html.contains("<iframe title=\"flamegraph\" srcdoc="), "the flamegraph is inline");
+    assert!(html.contains("<iframe class=\"flame\" title=\"On-CPU flamegraph\""), "the flamegraph is inline");
     let dom = rendered(&out.join("report.html"));
     let (ok, total) = plots_ok(&dom);
-    assert!(total >= 7 && ok == total, "{ok} of {total} plots rendered");
+    // Phases, distributions, and four over time: IOPS, latency, phase means, per-I/O counts.
+    assert!(total == 6 && ok == total, "{ok} of {total} plots rendered");
+    let rep: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(card_iops(&dom), rep["iops"].as_f64().unwrap().round(), "the summary card shows the run's IOPS");
+    let f = flames(&dom);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].0 >= 0.9, "the flamegraph is drawn {:.0}% of the page's width", f[0].0 * 100.0);
+    assert!(f[0].1, "search and zoom work in the flamegraph: {}", attr(&dom, "data-flames"));
+    let text = prints_cleanly(
+        &out.join("report.html"),
+        &[
+            "iopath trace",
+            "IOPS",
+            "Where the time went",
+            "Latency distributions",
+            "Over time",
+            "Per I/O",
+            "On-CPU flamegraph",
+            "Configuration",
+        ],
+    );
+    assert!(text.contains(&format!("{:.0}", rep["iops"].as_f64().unwrap())), "the printed card shows the IOPS");
 }
 
 #[test]
@@ -150,6 +276,18 @@ fn compare_page_renders_with_its_differential_flamegraph() {
     let (ok, total) = plots_ok(&dom);
     assert!(total >= 2 && ok == total, "{ok} of {total} plots rendered");
     assert!(dom.contains("Differential on-CPU flamegraph"));
+    let before: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("before/report.json")).unwrap()).unwrap();
+    assert_eq!(card_iops(&dom), before["iops"].as_f64().unwrap().round(), "the card shows before -> after IOPS");
+    let f = flames(&dom);
+    assert!(
+        f.len() == 1 && f[0].0 >= 0.9 && f[0].1,
+        "the differential flamegraph at full width, zoom and search: {f:?}"
+    );
+    prints_cleanly(
+        &d.join("report.html"),
+        &["iopath compare", "Verdict", "Where the time went", "Configuration changes"],
+    );
 }
 
 #[test]
