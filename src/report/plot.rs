@@ -183,6 +183,18 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
+/// Tick labels of one linear axis with the same decimals (0.50, 1.00, 1.50; not 0.50, 1.0, 1.5):
+/// as many as the step needs, and `short` (1.2k) once the step is whole.
+fn tick_labels(t: &[f64]) -> Vec<String> {
+    let step = if t.len() > 1 { t[1] - t[0] } else { 1.0 };
+    if step >= 1.0 {
+        return t.iter().map(|&v| short(v)).collect();
+    }
+    let d =
+        (0..4).find(|&d| ((step * 10f64.powi(d)).round() - step * 10f64.powi(d)).abs() < 1e-6).unwrap_or(4) as usize;
+    t.iter().map(|v| format!("{v:.d$}")).collect()
+}
+
 /// 1-2-5 ticks per decade over [10^lo, 10^hi] (log10 bounds); round linear ticks when fewer
 /// than two fall inside (a latency axis often spans less than a decade).
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
@@ -242,8 +254,9 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y
         }
     }
     let yt = if log_y { log_ticks(y0, y1) } else { ticks(y0, y1, 5) };
-    for t in yt {
-        c.grid_y(py(t), &short(t));
+    let labels = if log_y { yt.iter().map(|&v| short(v)).collect() } else { tick_labels(&yt) };
+    for (t, label) in yt.iter().zip(labels) {
+        c.grid_y(py(*t), &label);
     }
     for (i, ser) in series.iter().enumerate() {
         let col = PALETTE[i % PALETTE.len()];
@@ -296,11 +309,13 @@ pub fn time_lines(title: &str, y_label: &str, x_end: f64, series: &[TimeSeries],
     let px = |x: f64| ax0 + x / x_end * (ax1 - ax0);
     let py = |y: f64| ay0 - y / y1 * (ay0 - ay1);
     c.axes("time (s)", y_label);
-    for t in ticks(0.0, x_end, 10) {
-        c.tick_x(px(t), &short(t));
+    let xt = ticks(0.0, x_end, 10);
+    for (t, label) in xt.iter().zip(tick_labels(&xt)) {
+        c.tick_x(px(*t), &label);
     }
-    for t in ticks(0.0, y1, 4) {
-        c.grid_y(py(t), &short(t));
+    let yt = ticks(0.0, y1, 4);
+    for (t, label) in yt.iter().zip(tick_labels(&yt)) {
+        c.grid_y(py(*t), &label);
     }
     for (i, (name, pts)) in series.iter().enumerate() {
         let col = PALETTE[i % PALETTE.len()];
@@ -340,7 +355,7 @@ pub fn hbars(
     size: Size,
 ) -> String {
     let longest = categories.iter().map(|c| c.chars().count()).max().unwrap_or(0) as f64;
-    let left = (longest * 6.6 + 16.0).max(L);
+    let left = (longest * 6.6 + 28.0).max(L);
     let n = categories.len().max(1) as f64;
     // Bars 26 px high with 10 px between them: the height follows the categories.
     let size = Size { w: size.w, h: T + B + n * 36.0 };
@@ -351,8 +366,9 @@ pub fn hbars(
     let (ax0, ax1, ay1) = (c.x0(), c.x1(), c.y1());
     let px = |v: f64| ax0 + v / xmax * (ax1 - ax0);
     c.axes(x_label, y_label);
-    for t in ticks(0.0, xmax, 8) {
-        c.tick_x(px(t), &short(t));
+    let xt = ticks(0.0, xmax, 8);
+    for (t, label) in xt.iter().zip(tick_labels(&xt)) {
+        c.tick_x(px(*t), &label);
     }
     for (i, cat) in categories.iter().enumerate() {
         let y = ay1 + 5.0 + i as f64 * 36.0;
@@ -497,6 +513,9 @@ mod tests {
         assert!(d.contains("device 1.0..2.0: 5 I/Os (100.0%)") && d.contains("p50 1.5"), "{d}");
         assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         assert_eq!(log_ticks(0.0, 1.0), vec![1.0, 2.0, 5.0, 10.0]);
+        assert_eq!(tick_labels(&[0.0, 0.25, 0.5]), ["0.00", "0.25", "0.50"]);
+        assert_eq!(tick_labels(&[0.0, 0.5, 1.0]), ["0.0", "0.5", "1.0"]);
+        assert_eq!(tick_labels(&[0.0, 5000.0]), ["0", "5.0k"]);
     }
 
     #[test]

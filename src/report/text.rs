@@ -174,8 +174,8 @@ fn sparkline(values: &[Option<f64>]) -> String {
 /// JSON report's "timeseries" has every value). At most 60 characters: longer runs are shown in
 /// groups of intervals (each group's mean IOPS, worst p99).
 fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::Result<()> {
-    // A last interval much shorter than the rest is the drain after the deadline (no new I/O,
-    // the last completions): a drop in the line that is not the run's. In the JSON with its length.
+    // A last interval much shorter than the rest (the drain after the deadline, a command's last
+    // moments) is a drop in the line that is not the run's: left out here, in the JSON.
     let tail = ts.points.last().filter(|l| ts.points.len() > 1 && l.dur_ns < ts.interval_ns / 2);
     let p = &ts.points[..ts.points.len() - usize::from(tail.is_some())];
     if p.len() < 2 {
@@ -207,7 +207,7 @@ fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::
         if idle > 0 { format!(", {idle} with no completion (blank)") } else { String::new() }
     )?;
     if let Some(t) = tail {
-        writeln!(w, "      (the last {:.0} ms, the drain after the deadline, left out)", t.dur_ns as f64 / 1e6)?;
+        writeln!(w, "      (the last {:.0} ms, a partial interval at the end, left out)", t.dur_ns as f64 / 1e6)?;
     }
     writeln!(w, "    {:<11}{}   {}", "IOPS", sparkline(&iops), range(&iops, &|x| si(x)))?;
     writeln!(w, "    {:<11}{}   {}", "p99 (us)", sparkline(&p99), range(&p99, &|x| us(x as u64)))?;

@@ -298,7 +298,7 @@ fn time_series_section(ts: &crate::timeseries::TimeSeries) -> String {
     }
     let step = ts.interval_ns as f64 / 1e9;
     let drain = tail.map_or(String::new(), |t| {
-        format!(" The last {:.0} ms, the drain after the deadline, is left out.", t.dur_ns as f64 / 1e6)
+        format!(" The last {:.0} ms, a partial interval at the end, is left out.", t.dur_ns as f64 / 1e6)
     });
     format!(
         "<h2>Over time</h2><p>Per {step} s interval: IOPS and latency from the generator's own clock reads (a traced \
