@@ -969,3 +969,44 @@ fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeseries::{PhaseMeans, Point, TimeSeries};
+
+    fn point(i: u64, iops: f64, device: Option<u64>) -> Point {
+        Point {
+            t_ns: i * 1_000_000_000,
+            dur_ns: 1_000_000_000,
+            reads: iops as u64,
+            writes: 0,
+            iops,
+            bw_bytes: iops * 4096.0,
+            read_lat_mean_ns: Some(20_000),
+            write_lat_mean_ns: None,
+            lat_p50_ns: (iops > 0.0).then_some(18_000),
+            lat_p99_ns: (iops > 0.0).then_some(40_000 + i * 1000),
+            lat_max_ns: (iops > 0.0).then_some(90_000),
+            phase_mean_ns: device.map(|d| PhaseMeans { device_ns: Some(d), ..PhaseMeans::default() }),
+            irq_per_io: (iops > 0.0).then_some(1.0),
+            ctx_per_io: None,
+        }
+    }
+
+    #[test]
+    fn the_series_draws_each_known_row_and_leaves_unknowns_blank() {
+        let ts = TimeSeries {
+            interval_ns: 1_000_000_000,
+            points: vec![point(0, 1000.0, Some(10_000)), point(1, 0.0, None), point(2, 2000.0, Some(30_000))],
+        };
+        let mut out = Vec::new();
+        render_series(&ts, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("3 points of 1s, 1 with no completion (blank)"), "{text}");
+        assert!(text.contains("      device   ▁ █   10.00 .. 30.00"), "{text}");
+        // A phase no interval measured says so; a count nobody took gets no row.
+        assert!(text.contains("      submit         unknown") && !text.contains("ctx/IO"), "{text}");
+        assert!(text.contains("IRQ/IO     ▄ ▄   1.000 .. 1.000"), "{text}");
+    }
+}
