@@ -72,7 +72,38 @@ pub struct SweepArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
+    pub dims: SweepDims,
+    #[command(flatten)]
     pub job: JobCommon,
+}
+
+/// The job's shape as lists: every combination is a point of the sweep.
+#[derive(Args, Debug, Clone)]
+pub struct SweepDims {
+    /// Access patterns, comma-separated (randread,randwrite,read,write,randrw).
+    #[arg(long, default_value = "randread", value_name = "LIST")]
+    pub rw: String,
+    /// Block sizes, comma-separated (4k,64k,1m,32m).
+    #[arg(long, default_value = "4k", value_name = "LIST")]
+    pub bs: String,
+    /// Worker threads, comma-separated (psync: threads = --qd instead).
+    #[arg(long, default_value = "1", value_name = "LIST")]
+    pub jobs: String,
+    /// O_DIRECT, comma-separated: true, false, or true,false (buffered vs direct).
+    #[arg(long, default_value = "true", value_name = "LIST")]
+    pub direct: String,
+    /// I/Os per submit call, comma-separated (fio iodepth_batch_submit; 0 = all free slots).
+    #[arg(long, default_value = "1", value_name = "LIST")]
+    pub batch_submit: String,
+    /// Completions waited for per reap, comma-separated (fio iodepth_batch_complete_min).
+    #[arg(long, default_value = "1", value_name = "LIST")]
+    pub batch_complete: String,
+    /// Target files, comma-separated: the devices they live on compared in one study.
+    #[arg(long, value_name = "LIST", conflicts_with = "device")]
+    pub file: Option<String>,
+    /// Target block devices, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub device: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -217,27 +248,56 @@ pub struct JobArgs {
     #[arg(long, default_value_t = 1)]
     pub qd: u32,
     #[command(flatten)]
+    pub shape: JobShape,
+    #[command(flatten)]
     pub common: JobCommon,
 }
 
-/// Every job flag but the engine and the queue depth (which `sweep` takes as lists).
+/// The job's shape: the flags `sweep` takes as lists (see `SweepDims`). Shared by `run` and
+/// `trace` as single values.
 #[derive(Args, Debug, Clone)]
-pub struct JobCommon {
+pub struct JobShape {
     /// Access pattern.
     #[arg(long, value_enum, default_value_t = Rw::Randread)]
     pub rw: Rw,
-    /// Read percentage for --rw randrw.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
-    pub mix: u8,
     /// Block size (4k, 64k, 1m...).
     #[arg(long, default_value = "4k", value_parser = job::parse_size)]
     pub bs: u64,
+    /// Target file; created and fully written when missing or shorter than --size.
+    #[arg(long, value_name = "PATH", conflicts_with = "device")]
+    pub file: Option<PathBuf>,
+    /// Target block device (read-only unless --allow-write; never a mounted one for writes).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<PathBuf>,
+    /// O_DIRECT: bypass the page cache (--direct false for buffered I/O).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub direct: bool,
+    /// Worker threads, each with its own ring/context and qd I/Os.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: u32,
+    /// Most I/Os per submit call (fio iodepth_batch_submit, default 1: submit each at once); 0 = all free slots.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub batch_submit: u32,
+    /// Completions to wait for per reap (fio iodepth_batch_complete_min).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub batch_complete: u32,
+}
+
+/// Every job flag but the engine, the queue depth and the shape (which `sweep` takes as lists).
+#[derive(Args, Debug, Clone)]
+pub struct JobCommon {
+    /// Read percentage for --rw randrw.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub mix: u8,
     /// Bytes of the target to use (default: the whole file or device; 1g for a new file).
     #[arg(long, value_parser = job::parse_size)]
     pub size: Option<u64>,
     /// The report's time series: IOPS, bandwidth and latency per this long (1s, 100ms).
     #[arg(long, default_value = "1s", value_parser = job::parse_duration, allow_hyphen_values = true)]
     pub interval: Duration,
+    /// Latency percentiles the report lists (fio's percentile_list), comma-separated: 50,99,99.9.
+    #[arg(long, default_value = "50,99", value_parser = job::parse_percentiles, value_name = "LIST")]
+    pub percentiles: job::Percentiles,
     /// Also write fio's per-interval logs, PREFIX_iops.1.log, PREFIX_bw.1.log and PREFIX_lat.1.log
     /// (fio's write_*_log with log_avg_msec = --interval), for fio's plotting scripts.
     #[arg(long, value_name = "PREFIX")]
@@ -248,21 +308,9 @@ pub struct JobCommon {
     /// Stop after this many I/Os in total (shared by the job threads).
     #[arg(long)]
     pub ios: Option<u64>,
-    /// Target file; created and fully written when missing or shorter than --size.
-    #[arg(long, value_name = "PATH", conflicts_with = "device")]
-    pub file: Option<PathBuf>,
-    /// Target block device (read-only unless --allow-write; never a mounted one for writes).
-    #[arg(long, value_name = "DEV")]
-    pub device: Option<PathBuf>,
-    /// O_DIRECT: bypass the page cache (--direct false for buffered I/O).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new(), value_name = "BOOL")]
-    pub direct: bool,
     /// Allow writes to --device (destroys its data).
     #[arg(long)]
     pub allow_write: bool,
-    /// Worker threads, each with its own ring/context and qd I/Os.
-    #[arg(long, default_value_t = 1)]
-    pub jobs: u32,
     /// Pin worker threads to these CPUs, round-robin (0-3,6).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
@@ -293,12 +341,6 @@ pub struct JobCommon {
     /// Open the target O_SYNC (fio's sync=1): each write returns once it is on stable storage.
     #[arg(long)]
     pub sync: bool,
-    /// Most I/Os per submit call (fio iodepth_batch_submit, default 1: submit each at once); 0 = all free slots.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub batch_submit: u32,
-    /// Completions to wait for per reap (fio iodepth_batch_complete_min).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub batch_complete: u32,
     /// Write a (seed, offset) pattern; on reads, check every block holds it.
     #[arg(long)]
     pub verify: bool,
@@ -306,7 +348,7 @@ pub struct JobCommon {
 
 impl JobArgs {
     pub fn to_job(&self) -> Result<Job> {
-        self.common.to_job(self.engine, self.qd)
+        self.common.to_job(&self.shape.at(self.engine, self.qd))
     }
 
     /// The generator's flags given a value other than their default (--runtime aside: it also
@@ -320,20 +362,21 @@ impl JobArgs {
         }
         let d = Defaults::parse_from(["iopath"]).job;
         let (a, b) = (&self.common, &d.common);
+        let (x, y) = (&self.shape, &d.shape);
         let differs = |x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{x:?}") != format!("{y:?}");
         [
             ("--engine", differs(&self.engine, &d.engine)),
             ("--qd", self.qd != d.qd),
-            ("--rw", differs(&a.rw, &b.rw)),
+            ("--rw", differs(&x.rw, &y.rw)),
             ("--mix", a.mix != b.mix),
-            ("--bs", a.bs != b.bs),
+            ("--bs", x.bs != y.bs),
             ("--size", a.size != b.size),
             ("--ios", a.ios != b.ios),
-            ("--file", a.file != b.file),
-            ("--device", a.device != b.device),
-            ("--direct", a.direct != b.direct),
+            ("--file", x.file != y.file),
+            ("--device", x.device != y.device),
+            ("--direct", x.direct != y.direct),
             ("--allow-write", a.allow_write != b.allow_write),
-            ("--jobs", a.jobs != b.jobs),
+            ("--jobs", x.jobs != y.jobs),
             ("--cpus", a.cpus != b.cpus),
             ("--seed", a.seed != b.seed),
             ("--sqpoll", a.sqpoll != b.sqpoll),
@@ -344,12 +387,13 @@ impl JobArgs {
             ("--fsync", a.fsync != b.fsync),
             ("--fdatasync", a.fdatasync != b.fdatasync),
             ("--sync", a.sync != b.sync),
-            ("--batch-submit", a.batch_submit != b.batch_submit),
-            ("--batch-complete", a.batch_complete != b.batch_complete),
+            ("--batch-submit", x.batch_submit != y.batch_submit),
+            ("--batch-complete", x.batch_complete != y.batch_complete),
             ("--verify", a.verify != b.verify),
             // --interval applies to a traced process too (the probes' own time series); fio's
             // logs need each direction's latency and the block size, which only the generator has.
             ("--log-prefix", a.log_prefix != b.log_prefix),
+            ("--percentiles", a.percentiles != b.percentiles),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -377,15 +421,48 @@ impl TraceArgs {
     }
 }
 
+/// One point of the job's shape: what `JobCommon::to_job` completes into a job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    pub engine: EngineKind,
+    pub qd: u32,
+    pub rw: Rw,
+    pub bs: u64,
+    pub jobs: u32,
+    pub direct: bool,
+    pub batch_submit: u32,
+    pub batch_complete: u32,
+    pub file: Option<PathBuf>,
+    pub device: Option<PathBuf>,
+}
+
+impl JobShape {
+    pub fn at(&self, engine: EngineKind, qd: u32) -> Shape {
+        Shape {
+            engine,
+            qd,
+            rw: self.rw,
+            bs: self.bs,
+            jobs: self.jobs,
+            direct: self.direct,
+            batch_submit: self.batch_submit,
+            batch_complete: self.batch_complete,
+            file: self.file.clone(),
+            device: self.device.clone(),
+        }
+    }
+}
+
 impl JobCommon {
-    pub fn to_job(&self, engine: EngineKind, qd: u32) -> Result<Job> {
-        let bs = u32::try_from(self.bs).map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", self.bs))?;
-        let target = match (&self.file, &self.device) {
+    pub fn to_job(&self, shape: &Shape) -> Result<Job> {
+        let Shape { engine, qd, .. } = *shape;
+        let bs = u32::try_from(shape.bs).map_err(|_| anyhow::anyhow!("--bs {} is too large (at most 4g)", shape.bs))?;
+        let target = match (&shape.file, &shape.device) {
             (_, Some(d)) => Target::Device(d.clone()),
             (Some(f), None) => Target::File(f.clone()),
             (None, None) => Target::File(std::env::current_dir()?.join(job::DEFAULT_SCRATCH_NAME)),
         };
-        let size = match (&target, self.size, &self.file, &self.device) {
+        let size = match (&target, self.size, &shape.file, &shape.device) {
             (Target::File(_), None, None, None) => Some(job::DEFAULT_SCRATCH_SIZE),
             (_, s, _, _) => s,
         };
@@ -396,16 +473,16 @@ impl JobCommon {
         };
         let job = Job {
             engine,
-            rw: self.rw,
+            rw: shape.rw,
             mix_read_pct: self.mix,
             bs,
             qd,
             size,
             stop,
             target,
-            direct: self.direct,
+            direct: shape.direct,
             allow_write: self.allow_write,
-            jobs: self.jobs,
+            jobs: shape.jobs,
             cpus: self.cpus.as_deref().map(job::parse_cpus).transpose().map_err(|e| anyhow::anyhow!("--cpus: {e}"))?,
             seed: self.seed,
             sqpoll: self.sqpoll,
@@ -416,10 +493,11 @@ impl JobCommon {
             fsync: self.fsync,
             fdatasync: self.fdatasync,
             sync: self.sync,
-            batch_submit: self.batch_submit,
-            batch_complete: self.batch_complete,
+            batch_submit: shape.batch_submit,
+            batch_complete: shape.batch_complete,
             verify: self.verify,
             interval: self.interval,
+            percentiles: self.percentiles.0.clone(),
         };
         job::check_interval(self.interval)?;
         job.validate()?;

@@ -146,6 +146,37 @@ pub struct Job {
     /// not what it does: left out of the job's JSON (compare would call it a change of job).
     #[serde(skip_serializing, default = "default_interval")]
     pub interval: Duration,
+    /// The latency percentiles the report lists (`--percentiles`, fio's percentile_list): how
+    /// the run is shown, left out of the job's JSON as `interval` is (the report carries them).
+    #[serde(skip_serializing, default = "default_percentiles")]
+    pub percentiles: Vec<f64>,
+}
+
+/// `--percentiles`: a comma list of percentiles in (0, 100), kept in the order given without
+/// repeats (fio's percentile_list).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Percentiles(pub Vec<f64>);
+
+pub fn parse_percentiles(s: &str) -> Result<Percentiles, String> {
+    let mut out: Vec<f64> = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.parse::<f64>() {
+            Ok(v) if v > 0.0 && v < 100.0 => {
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+            _ => return Err(format!("'{p}' is not a percentile between 0 and 100 (e.g. 50,99,99.9)")),
+        }
+    }
+    if out.is_empty() {
+        return Err("give at least one percentile, e.g. 50,99".into());
+    }
+    Ok(Percentiles(out))
+}
+
+pub fn default_percentiles() -> Vec<f64> {
+    vec![50.0, 99.0]
 }
 
 /// `--interval`: at least 10 ms (each point is a histogram per worker, and the trace reads nine
@@ -167,6 +198,39 @@ pub const DEFAULT_SCRATCH_SIZE: u64 = 1 << 30;
 pub const DEFAULT_SCRATCH_NAME: &str = "iopath-scratch.dat";
 
 impl Job {
+    /// A plain job for unit tests: uring randread 4k qd1 on a scratch file, 1 s.
+    #[cfg(test)]
+    pub fn example() -> Job {
+        Job {
+            engine: EngineKind::Uring,
+            rw: Rw::Randread,
+            mix_read_pct: 50,
+            bs: 4096,
+            qd: 1,
+            size: Some(DEFAULT_SCRATCH_SIZE),
+            stop: Stop::Runtime(Duration::from_secs(1)),
+            target: Target::File(DEFAULT_SCRATCH_NAME.into()),
+            direct: true,
+            allow_write: false,
+            jobs: 1,
+            cpus: None,
+            seed: 1,
+            sqpoll: false,
+            iopoll: false,
+            fixed_bufs: false,
+            force_async: false,
+            hipri: false,
+            fsync: 0,
+            fdatasync: 0,
+            sync: false,
+            batch_submit: 1,
+            batch_complete: 1,
+            verify: false,
+            interval: default_interval(),
+            percentiles: default_percentiles(),
+        }
+    }
+
     /// Checks that need nothing but the job itself. Each error says what to change.
     pub fn validate(&self) -> Result<()> {
         if self.qd == 0 {

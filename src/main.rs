@@ -239,15 +239,66 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The sweep's grid from its lists.
+fn sweep_axes(a: &SweepArgs) -> Result<(Vec<iopath::sweep::Variant>, iopath::sweep::Axes)> {
+    use iopath::job::{self, Rw, Target};
+    use iopath::sweep::{parse_list, sorted};
+    let variants = iopath::sweep::parse_variants(&a.engine)?;
+    let d = &a.dims;
+    let count = |p: &str| p.parse::<u32>().map_err(|_| "not a whole number".to_owned());
+    let boolish = |p: &str| match p {
+        "true" | "1" | "yes" | "direct" => Ok(true),
+        "false" | "0" | "no" | "buffered" => Ok(false),
+        _ => Err("not true or false".to_owned()),
+    };
+    let paths = |flag: &str, s: &str, make: fn(std::path::PathBuf) -> Target| {
+        parse_list(flag, s, |p| Ok::<_, String>(make(p.into())))
+    };
+    let target = match (&d.file, &d.device) {
+        (Some(f), _) => paths("file", f, Target::File)?,
+        (None, Some(dev)) => paths("device", dev, Target::Device)?,
+        (None, None) => Vec::new(),
+    };
+    let axes = iopath::sweep::Axes {
+        engine: variants.iter().map(|v| v.name.clone()).collect(),
+        qd: iopath::sweep::parse_qds(&a.qd)?,
+        bs: sorted(parse_list("bs", &d.bs, job::parse_size)?),
+        jobs: sorted(parse_list("jobs", &d.jobs, count)?),
+        rw: parse_list("rw", &d.rw, |p| <Rw as clap::ValueEnum>::from_str(p, true))?,
+        direct: parse_list("direct", &d.direct, boolish)?,
+        batch_submit: sorted(parse_list("batch-submit", &d.batch_submit, count)?),
+        batch_complete: sorted(parse_list("batch-complete", &d.batch_complete, count)?),
+        target,
+    };
+    Ok((variants, axes))
+}
+
+/// A run's file name from its point's label: letters, digits, '.', '-' and '_' only.
+fn file_stem(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect()
+}
+
 fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     use iopath::sweep;
-    let variants = sweep::parse_variants(&a.engine)?;
-    let qds = sweep::parse_qds(&a.qd)?;
-    let base = a.job.to_job(iopath::job::EngineKind::Uring, 1)?;
-    for v in &variants {
-        for &qd in &qds {
-            v.job(&base, qd).validate().with_context(|| format!("{} at qd {qd}", v.name))?;
-        }
+    let (variants, axes) = sweep_axes(&a)?;
+    let points = axes.points();
+    let swept = axes.swept();
+    let first = &points[0];
+    let base = a.job.to_job(&iopath::cli::Shape {
+        engine: variants[0].engine,
+        qd: first.qd,
+        rw: first.rw,
+        bs: first.bs,
+        jobs: first.jobs,
+        direct: first.direct,
+        batch_submit: first.batch_submit,
+        batch_complete: first.batch_complete,
+        file: first.target.as_ref().filter(|t| matches!(t, iopath::job::Target::File(_))).map(|t| t.path().into()),
+        device: first.target.as_ref().filter(|t| matches!(t, iopath::job::Target::Device(_))).map(|t| t.path().into()),
+    })?;
+    let variant = |name: &str| variants.iter().find(|v| v.name == name).expect("a point's variant is in the grid");
+    for c in &points {
+        variant(&c.variant).job(&base, c).validate().with_context(|| c.label(&swept))?;
     }
     if !a.no_trace {
         iopath::trace::check_can_trace(&sysconf::SysRoots::live())?;
@@ -256,7 +307,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     check_and_say(None, Some(&dir))?;
     let existed = dir.exists();
     std::fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
-    let plan = sweep::plan(variants.len(), &qds, a.repeat, base.seed);
+    let plan = sweep::plan(points.len(), a.repeat, base.seed);
     let started = std::time::Instant::now();
     let mut results = Vec::new();
     let mut failed = Vec::new();
@@ -266,8 +317,9 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
             eprintln!("iopath sweep: stopped; keeping the {} run(s) that finished", results.len());
             break;
         }
-        let v = &variants[p.variant];
-        let job = v.job(&base, p.qd);
+        let c = &points[p.point];
+        let label = c.label(&swept);
+        let job = variant(&c.variant).job(&base, c);
         let rep = if a.no_trace {
             loadgen::run(&job).map(|o| {
                 let machine = report::Captured::for_run(&o);
@@ -280,34 +332,26 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
             Ok(r) => r,
             Err(e) => {
                 // One failed point must not lose the others: it shows as missing runs.
-                eprintln!("iopath sweep: {} qd{} run {} failed: {e:#}", v.name, p.qd, p.rep);
-                failed.push(sweep::FailedRun {
-                    variant: v.name.clone(),
-                    qd: p.qd,
-                    rep: p.rep,
-                    error: format!("{e:#}"),
-                });
+                eprintln!("iopath sweep: {label} run {} failed: {e:#}", p.rep);
+                failed.push(sweep::FailedRun { coord: c.clone(), rep: p.rep, error: format!("{e:#}") });
                 continue;
             }
         };
-        let name = format!("runs/{}-qd{}-r{}.json", v.name.replace('+', "_"), p.qd, p.rep);
+        let name = format!("runs/{}-r{}.json", file_stem(&label), p.rep);
         let value = serde_json::to_value(&rep)?;
         write_file(&dir.join(&name), serde_json::to_vec_pretty(&value)?)?;
         if first_report.is_none() {
             first_report = Some(value.clone());
         }
-        let r = sweep::run_result(&rep, &v.name, p.qd, p.rep, &name);
+        let r = sweep::run_result(&rep, c, p.rep, &name);
         let done = i + 1;
         let left = started.elapsed().as_secs_f64() / done as f64 * (plan.len() - done) as f64;
         eprintln!(
-            "[{done}/{}] {} qd{} run {}: {:.0} IOPS, p99 {:.1} us; about {:.0} s left",
+            "[{done}/{}] {label} run {}: {:.0} IOPS, p99 {:.1} us ({left:.0} s left)",
             plan.len(),
-            v.name,
-            p.qd,
             p.rep,
             r.iops,
             r.lat_p99_ns / 1000.0,
-            left
         );
         results.push(r);
         if let Some(c) = a.cooldown.filter(|_| done < plan.len()) {
@@ -326,33 +370,33 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         }
         match failed.first() {
             Some(f) => anyhow::bail!(
-                "no run of the sweep succeeded ({} of {} failed); the first, {} qd{}: {}",
+                "no run of the sweep succeeded ({} of {} failed); the first, {}: {}",
                 failed.len(),
                 plan.len(),
-                f.variant,
-                f.qd,
+                f.coord.label(&swept),
                 f.error
             ),
             None => anyhow::bail!("the sweep was stopped before any run finished"),
         }
     }
-    let s = sweep::summarize(&variants, &qds, a.repeat, base.seed, !a.no_trace, results, failed);
+    let s = sweep::summarize(&axes, a.repeat, base.seed, !a.no_trace, &base.percentiles, results, failed);
     write_file(&dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
     write_file(&dir.join("report.html"), report::html::sweep_page(&s, first_report.as_ref()))?;
     for (stem, svg) in report::html::sweep_charts(&s) {
         write_file(&dir.join(format!("{stem}.svg")), svg)?;
     }
     let mut out = Vec::new();
+    let w = s.points.iter().map(|p| p.label.len()).max().unwrap_or(5).max(5) + 2;
     writeln!(
         out,
-        "{:<16}{:>5}{:>12}{:>22}{:>10}{:>10}{:>10}",
+        "{:<w$}{:>5}{:>12}{:>22}{:>10}{:>10}{:>10}",
         "point", "runs", "IOPS", "min..max", "p50 us", "p99 us", "in flight"
     )?;
     for p in &s.points {
         writeln!(
             out,
-            "{:<16}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}{:>10.1}",
-            format!("{} qd{}", p.variant, p.qd),
+            "{:<w$}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}{:>10.1}",
+            p.label,
             p.runs,
             p.iops.median,
             format!("{:.0}..{:.0}", p.iops.min, p.iops.max),
@@ -362,7 +406,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         )?;
     }
     if !s.failed.is_empty() {
-        let points: BTreeSet<String> = s.failed.iter().map(|f| format!("{} qd{}", f.variant, f.qd)).collect();
+        let points: BTreeSet<String> = s.failed.iter().map(|f| f.coord.label(&swept)).collect();
         writeln!(
             out,
             "WARNING {} of {} runs failed ({}): those points have fewer runs or none; why is in sweep.json 'failed'",

@@ -183,9 +183,11 @@ fn sweep_runs_the_grid_and_its_page_renders() {
     // The order is the seed's: the same seed gives the same order, kept in the run list.
     let order: Vec<String> =
         s["runs"].as_array().unwrap().iter().map(|r| format!("{} {} {}", r["variant"], r["qd"], r["rep"])).collect();
-    let plan = iopath::sweep::plan(2, &[1, 8], 2, 7);
-    let names = ["\"uring\"", "\"aio\""];
-    let expected: Vec<String> = plan.iter().map(|p| format!("{} {} {}", names[p.variant], p.qd, p.rep)).collect();
+    // Points engine-major then queue depth: uring qd1, uring qd8, aio qd1, aio qd8.
+    let plan = iopath::sweep::plan(4, 2, 7);
+    let grid = [("\"uring\"", 1), ("\"uring\"", 8), ("\"aio\"", 1), ("\"aio\"", 8)];
+    let expected: Vec<String> =
+        plan.iter().map(|p| format!("{} {} {}", grid[p.point].0, grid[p.point].1, p.rep)).collect();
     assert_eq!(order, expected);
     assert!(points.iter().any(|p| p["phases_ns"].is_array()), "no point's phases reconciled");
     let dom = rendered(&out.join("report.html"));

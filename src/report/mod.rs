@@ -42,6 +42,10 @@ pub struct Report {
     pub bw_bytes: f64,
     /// Queue (prepared) to reaped: what the application waited.
     pub lat_ns: LatSummary,
+    /// The latency percentiles `--percentiles` chose (fio's percentile_list), from the same
+    /// histogram as `lat_ns`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lat_percentiles_ns: Vec<Percentile>,
     /// --fsync / --fdatasync: the generator's own timing of each sync call (not in `lat_ns`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_lat_ns: Option<LatSummary>,
@@ -156,6 +160,13 @@ pub struct Cpu {
     pub per_io_ns: f64,
 }
 
+/// One latency percentile: p in (0, 100), its value in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Percentile {
+    pub p: f64,
+    pub ns: u64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CtxSwitches {
     pub voluntary: u64,
@@ -198,6 +209,12 @@ impl Report {
             iops: ios as f64 / secs,
             bw_bytes: (o.stats.bytes_read + o.stats.bytes_written) as f64 / secs,
             lat_ns: o.stats.lat.summary(),
+            lat_percentiles_ns: job
+                .percentiles
+                .iter()
+                .map(|&p| Percentile { p, ns: o.stats.lat.quantile(p / 100.0) })
+                .filter(|_| o.stats.lat.count() > 0)
+                .collect(),
             sync_lat_ns: (o.stats.sync_lat.count() > 0).then(|| o.stats.sync_lat.summary()),
             reap_wait_ns: (o.stats.reap_wait.count() > 0).then(|| o.stats.reap_wait.summary()),
             inflight_avg: ios as f64 / secs * o.stats.lat.mean() / 1e9,
@@ -301,6 +318,7 @@ impl Report {
                 + raw.counter(Counter::UpcBytes)) as f64
                 / secs,
             lat_ns: total.summary(),
+            lat_percentiles_ns: Vec::new(),
             sync_lat_ns: None,
             reap_wait_ns: None,
             inflight_avg: ios as f64 / secs * total.mean() / 1e9,

@@ -218,8 +218,25 @@ pub struct Series {
     pub points: Vec<XyW>,
 }
 
-/// Lines over a log2 x axis (queue depths), linear or log10 y, with min..max whiskers.
-pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y: bool, size: Size) -> String {
+/// A log2 x axis of a sweep: its label, how a point names its x in a hover title ("qd" gives
+/// "qd32", "bs=" gives "bs=64K"), and how a tick shows a value.
+#[derive(Clone, Copy)]
+pub struct XAxis<'a> {
+    pub label: &'a str,
+    pub prefix: &'a str,
+    pub fmt: fn(f64) -> String,
+}
+
+/// Queue depths (and other counts) on x.
+pub const QD: XAxis<'static> = XAxis { label: "queue depth", prefix: "qd", fmt: count };
+
+/// A count as a tick: 1, 32, 1024.
+pub fn count(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+/// Lines over a log2 x axis (queue depths, block sizes), linear or log10 y, with min..max whiskers.
+pub fn lines(title: &str, x: XAxis, y_label: &str, series: &[Series], log_y: bool, size: Size) -> String {
     let mut c = Chart::open(title, "lines", size);
     let pts = series.iter().flat_map(|x| &x.points);
     let xs: Vec<f64> = pts.clone().map(|p| p.0.max(1.0).log2()).collect();
@@ -246,11 +263,13 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y
     let (ax0, ax1, ay0, ay1) = (c.x0(), c.x1(), c.y0(), c.y1());
     let px = |x: f64| ax0 + if x1 > x0 { (x.max(1.0).log2() - x0) / (x1 - x0) } else { 0.5 } * (ax1 - ax0);
     let py = |y: f64| ay0 - (fy(y) - y0) / (y1 - y0) * (ay0 - ay1);
-    c.axes(x_label, y_label);
-    for t in (x0.floor() as i64)..=(x1.ceil() as i64) {
-        let x = 2f64.powi(t as i32);
-        if x.log2() >= x0 - 1e-9 && x.log2() <= x1 + 1e-9 {
-            c.tick_x(px(x), &format!("{x:.0}"));
+    c.axes(x.label, y_label);
+    // A tick at every power of two, every other one past 12 of them (4K..32M is 14).
+    let every = if x1 - x0 > 12.0 { 2 } else { 1 };
+    for t in ((x0.floor() as i64)..=(x1.ceil() as i64)).step_by(every) {
+        let v = 2f64.powi(t as i32);
+        if v.log2() >= x0 - 1e-9 && v.log2() <= x1 + 1e-9 {
+            c.tick_x(px(v), &(x.fmt)(v));
         }
     }
     let yt = if log_y { log_ticks(y0, y1) } else { ticks(y0, y1, 5) };
@@ -267,11 +286,12 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y
         for p in ser.points.iter().filter(|p| p.1.is_finite()) {
             let _ = write!(
                 c.s,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{col}\"><title>{} qd{}: {}</title></circle>",
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{col}\"><title>{} {}{}: {}</title></circle>",
                 px(p.0),
                 py(p.1),
                 esc(&ser.name),
-                p.0,
+                x.prefix,
+                esc(&(x.fmt)(p.0)),
                 short(p.1)
             );
             if let Some((lo, hi)) = p.2 {
@@ -490,7 +510,7 @@ mod tests {
     fn charts_are_svg_with_their_data() {
         let l = lines(
             "IOPS",
-            "queue depth",
+            QD,
             "IOPS",
             &[Series {
                 name: "uring".into(),

@@ -1,57 +1,95 @@
 //! report.html of a sweep, and its charts as standalone SVGs.
 
+use std::fmt::Write;
+
 use super::{card, config_groups, esc, field, page, table, warnings_html, Field};
-use crate::report::plot::{self, Series, HALF, WIDE};
+use crate::report::plot::{self, Series, XAxis, HALF, WIDE};
 use crate::sweep::SweepReport;
 
-/// The sweep's charts, each a standalone SVG: (file stem, svg).
-pub fn sweep_charts(s: &SweepReport) -> Vec<(&'static str, String)> {
+/// The x axis of a sweep's charts: its swept numeric axis.
+pub fn x_axis(name: &str) -> XAxis<'static> {
+    fn bytes(v: f64) -> String {
+        crate::job::fmt_bytes(v as u64)
+    }
+    match name {
+        "bs" => XAxis { label: "block size", prefix: "bs=", fmt: bytes },
+        "jobs" => XAxis { label: "jobs (threads)", prefix: "jobs=", fmt: plot::count },
+        "batch_submit" => XAxis { label: "I/Os per submit call", prefix: "batch-submit=", fmt: plot::count },
+        "batch_complete" => XAxis { label: "completions per reap", prefix: "batch-complete=", fmt: plot::count },
+        _ => plot::QD,
+    }
+}
+
+/// "p99", "p99.9": a percentile as a name.
+pub fn pct_name(p: f64) -> String {
+    format!("p{}", if p.fract() == 0.0 { format!("{p:.0}") } else { format!("{p}") })
+}
+
+/// The sweep's charts, each a standalone SVG: (file stem, svg). x is the swept numeric axis;
+/// one line per combination of the other swept axes (engine, target, pattern...).
+pub fn sweep_charts(s: &SweepReport) -> Vec<(String, String)> {
     type Y = (f64, Option<(f64, f64)>);
+    let x = s.x_axis.as_str();
+    let swept: Vec<&str> = s.swept.iter().map(String::as_str).collect();
+    let mut names: Vec<String> = Vec::new();
+    for p in &s.points {
+        let n = p.coord.label_without(&swept, x);
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
     let series = |f: &dyn Fn(&crate::sweep::Point) -> Y| -> Vec<Series> {
-        s.variants
+        names
             .iter()
-            .map(|v| Series {
-                name: v.clone(),
+            .map(|n| Series {
+                name: n.clone(),
                 points: s
                     .points
                     .iter()
-                    .filter(|p| &p.variant == v)
+                    .filter(|p| &p.coord.label_without(&swept, x) == n)
                     .map(|p| {
                         let (y, w) = f(p);
-                        (p.qd as f64, y, w)
+                        (p.coord.number(x), y, w)
                     })
                     .collect(),
             })
             .collect()
     };
+    let ax = x_axis(x);
     let us = |s: &crate::sweep::Spread| (s.median / 1000.0, Some((s.min / 1000.0, s.max / 1000.0)));
-    let mut out = vec![
-        (
-            "iops_vs_qd",
-            plot::lines(
-                "IOPS vs queue depth",
-                "queue depth",
-                "IOPS",
-                &series(&|p| (p.iops.median, Some((p.iops.min, p.iops.max)))),
-                false,
-                HALF,
-            ),
+    let mut out = vec![(
+        format!("iops_vs_{x}"),
+        plot::lines(
+            &format!("IOPS vs {}", ax.label),
+            ax,
+            "IOPS",
+            &series(&|p| (p.iops.median, Some((p.iops.min, p.iops.max)))),
+            false,
+            HALF,
         ),
-        (
-            "p50_vs_qd",
-            plot::lines("p50 latency", "queue depth", "latency (us)", &series(&|p| us(&p.lat_p50_ns)), true, HALF),
-        ),
-        (
-            "p99_vs_qd",
-            plot::lines("p99 latency", "queue depth", "latency (us)", &series(&|p| us(&p.lat_p99_ns)), true, HALF),
-        ),
-    ];
+    )];
+    for &pc in &s.percentiles {
+        let name = pct_name(pc);
+        let pick = move |p: &crate::sweep::Point| {
+            // Older sweeps carry only p50 and p99.
+            match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
+                Some(x) => us(&x.ns),
+                None if pc == 50.0 => us(&p.lat_p50_ns),
+                None if pc == 99.0 => us(&p.lat_p99_ns),
+                None => (f64::NAN, None),
+            }
+        };
+        out.push((
+            format!("{name}_vs_{x}"),
+            plot::lines(&format!("{name} latency"), ax, "latency (us)", &series(&pick), true, HALF),
+        ));
+    }
     if s.traced {
         out.push((
-            "irq_per_io",
+            format!("irq_per_io_vs_{x}"),
             plot::lines(
                 "Device IRQs per I/O",
-                "queue depth",
+                ax,
                 "IRQs per I/O",
                 &series(&|p| (p.irq_per_io.unwrap_or(f64::NAN), None)),
                 false,
@@ -59,10 +97,10 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(&'static str, String)> {
             ),
         ));
         out.push((
-            "ctx_per_io",
+            format!("ctx_per_io_vs_{x}"),
             plot::lines(
                 "Context switches per I/O",
-                "queue depth",
+                ax,
                 "switches per I/O",
                 &series(&|p| (p.ctx_per_io, None)),
                 false,
@@ -72,7 +110,7 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(&'static str, String)> {
         // Only points whose phase table reconciled: a bar of a table that does not add up would
         // read as a measurement (the points table says which are missing).
         let split: Vec<_> = s.points.iter().filter_map(|p| p.phases_ns.map(|ph| (p, ph))).collect();
-        let cats: Vec<String> = split.iter().map(|(p, _)| format!("{} qd{}", p.variant, p.qd)).collect();
+        let cats: Vec<String> = split.iter().map(|(p, _)| p.label.clone()).collect();
         let parts: Vec<(String, Vec<f64>)> = ["submission", "block", "device", "completion"]
             .iter()
             .enumerate()
@@ -80,7 +118,7 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(&'static str, String)> {
             .collect();
         if !split.is_empty() {
             out.push((
-                "phases",
+                "phases".into(),
                 plot::hbars("Mean per I/O by phase, median run", "mean latency (us)", "point", &cats, &parts, WIDE),
             ));
         }
@@ -92,14 +130,28 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
     let mut f: Vec<Field> = Vec::new();
     let job = first.map(|r| &r["job"]);
     let text = |v: Option<&serde_json::Value>| v.and_then(|x| x.as_str()).unwrap_or("unknown").to_owned();
-    f.push(field(
-        "grid",
-        esc(&format!(
+    let swept: Vec<&str> = s.swept.iter().map(String::as_str).collect();
+    let grid: Vec<String> = match &s.axes {
+        Some(_) if !s.swept.is_empty() => s
+            .swept
+            .iter()
+            .map(|ax| {
+                let vals: Vec<String> = s.points.iter().map(|p| p.coord.value(ax)).fold(Vec::new(), |mut v, x| {
+                    if !v.contains(&x) {
+                        v.push(x);
+                    }
+                    v
+                });
+                format!("{} {}", ax.replace('_', "-"), vals.join(", "))
+            })
+            .collect(),
+        _ => vec![format!(
             "{} x queue depth {}",
             s.variants.join(", "),
             s.qds.iter().map(|q| q.to_string()).collect::<Vec<_>>().join(", ")
-        )),
-    ));
+        )],
+    };
+    f.push(Field { key: "grid", value: esc(&grid.join(" x ")), class: "wide" });
     f.push(field(
         "runs",
         format!(
@@ -109,24 +161,37 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
             if s.partial { " <span class=\"bad\">(partial: stopped early)</span>" } else { "" }
         ),
     ));
-    f.push(field(
-        "job",
-        esc(&format!(
+    // The job's fixed part; a swept axis is in the grid field.
+    let fixed = match &s.axes {
+        Some(a) => {
+            let one = |ax: &str, v: String| if s.swept.iter().any(|x| x == ax) { None } else { Some(v) };
+            [
+                one("rw", a.rw.first().map_or("unknown".into(), |r| r.to_string())),
+                one("bs", a.bs.first().map_or("unknown".into(), |b| crate::job::fmt_bytes(*b))),
+                one("jobs", a.jobs.first().map_or(String::new(), |j| format!("{j} job(s)"))),
+                one("direct", if a.direct.first() == Some(&false) { "buffered".into() } else { "direct".into() }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ")
+        }
+        None => format!(
             "{} {}",
             text(job.map(|j| &j["rw"])),
             job.and_then(|j| j["bs"].as_u64()).map_or("unknown".into(), crate::job::fmt_bytes)
-        )),
-    ));
+        ),
+    };
+    f.push(field("job", esc(&fixed)));
     f.push(field("target", esc(&text(first.map(|r| &r["target"]["path"])))));
     f.push(field("kernel", esc(&text(first.map(|r| &r["system"]["kernel"])))));
     if let Some(best) = s.points.iter().max_by(|a, b| a.iops.median.total_cmp(&b.iops.median)) {
         f.push(Field {
             key: "most IOPS",
             value: format!(
-                "<span class=\"big\" id=\"iops\">{:.0}</span> {} qd{} (p99 {:.1} us)",
+                "<span class=\"big\" id=\"iops\">{:.0}</span> {} (p99 {:.1} us)",
                 best.iops.median,
-                esc(&best.variant),
-                best.qd,
+                esc(&best.label),
                 best.lat_p99_ns.median / 1000.0
             ),
             class: "wide",
@@ -134,7 +199,7 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
     }
     let lowest = s.points.iter().min_by(|a, b| a.lat_p50_ns.median.total_cmp(&b.lat_p50_ns.median));
     if let Some(l) = lowest {
-        f.push(field("lowest p50", esc(&format!("{:.1} us, {} qd{}", l.lat_p50_ns.median / 1000.0, l.variant, l.qd))));
+        f.push(field("lowest p50", esc(&format!("{:.1} us, {}", l.lat_p50_ns.median / 1000.0, l.label))));
     }
     let unreconciled = s.points.iter().filter(|p| s.traced && p.phases_ns.is_none()).count();
     f.push(field(
@@ -146,7 +211,7 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
         },
     ));
     let warnings: Vec<String> =
-        s.failed.iter().map(|x| format!("{} qd{} run {} failed: {}", x.variant, x.qd, x.rep, x.error)).collect();
+        s.failed.iter().map(|x| format!("{} run {} failed: {}", x.coord.label(&swept), x.rep, x.error)).collect();
     f.push(Field { key: "warnings", value: warnings_html(&warnings), class: "full" });
     card(&f)
 }
@@ -156,24 +221,35 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
 /// every point, and the configuration of the first run.
 pub fn sweep_page(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
     let mut body = summary(s, first);
-    body.push_str(
-        "<h2>Queue depth</h2><p>Each point is its median run by IOPS; whiskers span the runs' min..max.</p><div class=\"plots\">",
+    let _ = write!(
+        body,
+        "<h2>Over {}</h2><p>Each point is its median run by IOPS; whiskers span the runs' min..max. Latency at the \
+         percentiles chosen (--percentiles {}).</p><div class=\"plots\">",
+        x_axis(&s.x_axis).label,
+        s.percentiles.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
     );
     for (_, svg) in sweep_charts(s) {
         body.push_str(&svg);
     }
     body.push_str("</div><h2>Points</h2>");
+    let pct = |p: &crate::sweep::Point, pc: f64| match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
+        Some(x) => format!("{:.1}", x.ns.median / 1000.0),
+        None if pc == 50.0 => format!("{:.1}", p.lat_p50_ns.median / 1000.0),
+        None if pc == 99.0 => format!("{:.1}", p.lat_p99_ns.median / 1000.0),
+        None => "unknown".into(),
+    };
     let rows: Vec<Vec<String>> = s
         .points
         .iter()
         .map(|p| {
-            vec![
-                format!("{} qd{}", p.variant, p.qd),
+            let mut r = vec![
+                p.label.clone(),
                 p.runs.to_string(),
                 format!("{:.0}", p.iops.median),
                 format!("{:.0}..{:.0}", p.iops.min, p.iops.max),
-                format!("{:.1}", p.lat_p50_ns.median / 1000.0),
-                format!("{:.1}", p.lat_p99_ns.median / 1000.0),
+            ];
+            r.extend(s.percentiles.iter().map(|&pc| pct(p, pc)));
+            r.extend([
                 format!("{:.2}", p.cpu_per_io_ns.median / 1000.0),
                 format!("{:.1}", p.inflight_avg.median),
                 match (p.phases_ns, s.traced) {
@@ -183,25 +259,15 @@ pub fn sweep_page(s: &SweepReport, first: Option<&serde_json::Value>) -> String 
                 },
                 p.irq_per_io.map_or("not traced".into(), |v| format!("{v:.3}")),
                 format!("{:.3}", p.ctx_per_io),
-            ]
+            ]);
+            r
         })
         .collect();
-    body.push_str(&table(
-        &[
-            "point",
-            "runs",
-            "IOPS",
-            "min..max",
-            "p50 us",
-            "p99 us",
-            "CPU/IO us",
-            "in flight",
-            "sub/blk/dev/compl us",
-            "IRQ/IO",
-            "ctx/IO",
-        ],
-        &rows,
-    ));
+    let pct_heads: Vec<String> = s.percentiles.iter().map(|&p| format!("{} us", pct_name(p))).collect();
+    let mut head: Vec<&str> = vec!["point", "runs", "IOPS", "min..max"];
+    head.extend(pct_heads.iter().map(String::as_str));
+    head.extend(["CPU/IO us", "in flight", "sub/blk/dev/compl us", "IRQ/IO", "ctx/IO"]);
+    body.push_str(&table(&head, &rows));
     if let Some(c) = first.map(|r| &r["config"]).filter(|c| !c.is_null()) {
         body.push_str("<h2>Configuration (first run)</h2>");
         body.push_str(&config_groups(c));
