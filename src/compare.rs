@@ -370,7 +370,7 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(before: f64, after: f64) -> Change {
+    pub fn new(before: f64, after: f64) -> Change {
         Change { before, after, pct: (before != 0.0).then(|| (after - before) / before * 100.0) }
     }
 }

@@ -15,6 +15,7 @@ pub mod probe;
 pub mod report;
 pub mod stop;
 pub mod sweep;
+pub mod sweep_compare;
 pub mod syscall_names;
 pub mod sysconf;
 pub mod timeseries;

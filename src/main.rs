@@ -208,8 +208,98 @@ fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<st
     Ok((side, folded))
 }
 
+/// A sweep's summary: `path` itself when it is an `iopath.sweep/1` file, or the sweep.json in
+/// the folder `path` names.
+fn sweep_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let file = if path.is_dir() { path.join("sweep.json") } else { path.to_path_buf() };
+    let text = std::fs::read_to_string(&file).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    (v["schema"] == iopath::sweep::SCHEMA).then_some(file)
+}
+
+/// `iopath compare SWEEP_A SWEEP_B`: each point's median runs compared as two runs are.
+fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Path) -> Result<ExitCode> {
+    let load = |p: &std::path::Path| -> Result<iopath::sweep::SweepReport> {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not a readable iopath.sweep/1 file", p.display()))
+    };
+    let (sa, sb) = (load(fa)?, load(fb)?);
+    anyhow::ensure!(
+        sa.x_axis == sb.x_axis && sa.swept == sb.swept,
+        "the two sweeps do not sweep the same axes ({} over {} against {} over {}): compare studies of one shape",
+        sa.swept.join(", "),
+        sa.x_axis,
+        sb.swept.join(", "),
+        sb.x_axis
+    );
+    let dir = |p: &std::path::Path| p.parent().map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
+    let (da, db) = (dir(fa), dir(fb));
+    let names = (fa.display().to_string(), fb.display().to_string());
+    let c = iopath::sweep_compare::compare_sweeps(&sa, &sb, (&names.0, &names.1), |pa, pb| {
+        let side = |d: &std::path::Path, p: &iopath::sweep::Point| load_side(&d.join(&p.median_report));
+        match (side(&da, pa), side(&db, pb)) {
+            (Ok((x, _)), Ok((y, _))) => Ok(iopath::compare::compare(&x, &y)),
+            (Err(e), _) | (_, Err(e)) => Err(format!("{e:#}")),
+        }
+    });
+    if let Some(d) = &a.out {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        write_file(&d.join("report.html"), report::html::sweep_compare_page(&c, &sa, &sb))?;
+        for (stem, svg) in report::html::sweep_compare_charts(&sa, &sb) {
+            write_file(&d.join(format!("{stem}.svg")), svg)?;
+        }
+        write_file(&d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
+    }
+    let mut out = Vec::new();
+    writeln!(out, "A {}\nB {}\n\n{}\n", c.before, c.after, c.verdict)?;
+    let w = c.points.iter().map(|p| p.label.len()).max().unwrap_or(5).max(5) + 2;
+    writeln!(out, "{:<w$}{:>10}{:>10}{:>9}  {:<14}phase moved most", "point", "IOPS A", "IOPS B", "IOPS", "judgement")?;
+    for p in &c.points {
+        writeln!(
+            out,
+            "{:<w$}{:>10.0}{:>10.0}{:>9}  {:<14}{}",
+            p.label,
+            p.iops.before,
+            p.iops.after,
+            p.iops.pct.map_or("unknown".into(), |v| format!("{v:+.1}%")),
+            p.iops_judgement,
+            if p.moved_most == "none" {
+                "none".to_owned()
+            } else {
+                format!("{} {:+.1} us", p.moved_most, p.moved_ns / 1000.0)
+            }
+        )?;
+    }
+    for l in &c.only_before {
+        writeln!(out, "not compared: {l} is only in A")?;
+    }
+    for l in &c.only_after {
+        writeln!(out, "not compared: {l} is only in B")?;
+    }
+    for l in &c.not_compared {
+        writeln!(out, "not compared: {l}")?;
+    }
+    match &a.json {
+        Some(p) if p.as_os_str() == "-" => print(|w| w.write_all(&serde_json::to_vec_pretty(&c)?))?,
+        Some(p) => {
+            print(|w| w.write_all(&out))?;
+            write_file(p, serde_json::to_vec_pretty(&c)?)?;
+        }
+        None => print(|w| w.write_all(&out))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
     check_and_say(a.json.as_deref(), a.out.as_deref())?;
+    match (sweep_file(&a.before), sweep_file(&a.after)) {
+        (Some(fa), Some(fb)) => return compare_sweeps_cmd(&a, &fa, &fb),
+        (Some(_), None) | (None, Some(_)) => anyhow::bail!(
+            "one side is a sweep and the other is not: compare two runs (report.json) or two sweeps (sweep.json, or \
+             their folders)"
+        ),
+        (None, None) => {}
+    }
     let (before, fb) = load_side(&a.before)?;
     let (after, fa) = load_side(&a.after)?;
     let mut c = iopath::compare::compare(&before, &after);

@@ -316,3 +316,56 @@ fn ctrl_c_keeps_the_runs_that_finished() {
     assert!(s["partial"] == true && (1..12).contains(&runs), "{runs} runs kept, partial {}", s["partial"]);
     assert!(out.join("report.html").exists());
 }
+
+/// Two sweeps of one grid, B under a blk-throttle limit of 3000 IOPS (the independent
+/// reference: the kernel holds it): `iopath compare A B` names the points that got slower, the
+/// phase that grew (blk-throttle holds I/Os before their bio is queued: submission) and the
+/// cgroup limit as the cause; its page overlays A (dashed) and B (solid) and renders.
+#[test]
+fn two_sweeps_compare_point_by_point() {
+    require_root();
+    let _s = serial();
+    let d = scratch("html-sweep-compare");
+    let dev = LoopDev::new(&d.join("backing"), 64, 512);
+    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
+    let grid = ["--engine", "uring", "--qd", "1,16", "--repeat", "2", "--seed", "3", "--runtime", "700ms", "--device"];
+    let sweep = |dir: &Path, cg: Option<&Blkio>| {
+        let mut args: Vec<&str> = vec!["sweep"];
+        args.extend(grid);
+        args.extend([dev.0.as_str(), "--out", dir.to_str().unwrap()]);
+        let cmd = match cg {
+            Some(cg) => format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", cg.0.display()),
+            None => "exec \"$0\" \"$@\"".to_owned(),
+        };
+        let o = std::process::Command::new("sh").arg("-c").arg(cmd).arg(bin()).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let (a, b) = (d.join("a"), d.join("b"));
+    sweep(&a, None);
+    {
+        let cg = Blkio::new("iopath-sweep-compare", "blkio.throttle.read_iops_device", &format!("{devnum} 3000"));
+        sweep(&b, Some(&cg));
+    }
+    let out = d.join("cmp");
+    let c = json_of("compare", &[a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(c["schema"], "iopath.sweep-compare/1");
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{c}");
+    let qd16 = points.iter().find(|p| p["label"] == "uring qd16").unwrap();
+    assert_eq!(qd16["iops_judgement"], "slower", "{qd16}");
+    assert!(qd16["iops"]["after"].as_f64().unwrap() <= 3000.0 * 1.1, "the limit held: {qd16}");
+    assert_eq!(qd16["moved_most"], "submission", "{qd16}");
+    let verdict = c["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("IOPS -") && verdict.contains("likely cause: cgroup I/O limit"), "{verdict}");
+    assert!(
+        c["config_changes"].as_array().unwrap().iter().any(|x| x["key"].as_str().unwrap().contains("read_iops_device")),
+        "{}",
+        c["config_changes"]
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("stroke-dasharray=\"6,4\"") && html.contains(">A uring<"), "A dashed in the overlay");
+    let dom = rendered(&out.join("report.html"));
+    let (ok, total) = plots_ok(&dom);
+    assert!(total == 3 && ok == total, "IOPS, p50 and p99 overlaid: {ok} of {total}");
+    prints_cleanly(&out.join("report.html"), &["two sweeps", "verdict", "Point by point", "Configuration changes"]);
+}

@@ -163,30 +163,6 @@ fn sqpoll_is_followed_and_its_pickup_timed() {
     assert!(syscall_per_io(&r, "io_uring_enter") < 0.5, "{}", r["syscalls"]);
 }
 
-/// A blkio (cgroup v1) cgroup of ours; removed on drop.
-struct Blkio(std::path::PathBuf);
-
-impl Blkio {
-    fn new(name: &str, limit_file: &str, limit: &str) -> Blkio {
-        let root = std::path::Path::new("/sys/fs/cgroup/blkio");
-        assert!(
-            root.join("cgroup.procs").exists(),
-            "the blkio cgroup (v1) hierarchy is not mounted at {}: this test needs it (cgroup v2 io.max runs in the VM rig)",
-            root.display()
-        );
-        let d = root.join(name);
-        let _ = std::fs::create_dir(&d);
-        std::fs::write(d.join(limit_file), limit).unwrap();
-        Blkio(d)
-    }
-}
-
-impl Drop for Blkio {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// `iopath trace ARGS --json -` run inside a cgroup.
 fn trace_in(cg: &Blkio, args: &[&str]) -> Value {
     let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" trace --json - \"$@\"", cg.0.display());

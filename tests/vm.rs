@@ -224,6 +224,35 @@ fn iommu_regression_explained() {
 
 /// The full matrix's other IOMMU modes: passthrough (identity groups, no translation) and the
 /// distro default (lazy, DMA-FQ), and passthrough -> strict explained as a group type change.
+/// The same study with the IOMMU off and strict (a small grid in quick, the kernel study with
+/// --sweep): every point compared, each point's cause the IOMMU's translation, one verdict for
+/// the study, and the study page with this kernel's column.
+#[test]
+#[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
+fn iommu_sweeps_compared() {
+    for (kernel, off) in expect_boots("iommu-off", "iommu_sweeps_compared") {
+        let strict = off.with_file_name(format!("{kernel}-iommu-strict"));
+        let (a, b) = (json(&off.join("sweep/sweep.json")), json(&strict.join("sweep/sweep.json")));
+        assert_eq!(a["points"].as_array().unwrap().len(), b["points"].as_array().unwrap().len(), "{kernel}");
+        let dir = off.with_file_name(format!("{kernel}-compare-sweep"));
+        let c = json(&dir.join("compare.json"));
+        assert_eq!(c["schema"], "iopath.sweep-compare/1");
+        let points = c["points"].as_array().unwrap();
+        assert_eq!(points.len(), a["points"].as_array().unwrap().len(), "{kernel}: every point compared: {c}");
+        for p in points {
+            assert!(p["causes"][0].as_str().unwrap().starts_with("IOMMU translation"), "{kernel}: {p}");
+        }
+        let verdict = c["verdict"].as_str().unwrap();
+        assert!(verdict.contains("likely cause: IOMMU translation"), "{kernel}: {verdict}");
+        assert!(c["config_changes"].as_array().unwrap().iter().any(|x| x["key"] == "iommu.mode"), "{kernel}");
+        for f in ["report.html", "iops.svg", "p99.svg"] {
+            assert!(dir.join(f).is_file(), "{kernel}: {f}");
+        }
+        let study = std::fs::read_to_string(off.with_file_name("study.html")).unwrap();
+        assert!(study.contains(&format!("<th>Debian {kernel}</th>")) && study.contains("<svg"), "{kernel}: study.html");
+    }
+}
+
 #[test]
 #[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
 fn iommu_passthrough_and_lazy() {

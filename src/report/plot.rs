@@ -156,6 +156,25 @@ impl Chart {
         }
     }
 
+    /// A legend of line samples: each series' colour and dash, as drawn.
+    fn line_legend(&mut self, series: &[Series]) {
+        let x = self.x1() + 8.0;
+        for (i, ser) in series.iter().enumerate() {
+            let y = T + 10.0 + i as f64 * 16.0;
+            let col = PALETTE[ser.color.unwrap_or(i) % PALETTE.len()];
+            let dash = if ser.dashed { " stroke-dasharray=\"6,4\"" } else { "" };
+            let _ = write!(
+                self.s,
+                "<line x1=\"{x}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{col}\" stroke-width=\"2\"{dash}/><text class=\"legend\" x=\"{}\" y=\"{y}\">{}</text>",
+                y - 4.0,
+                x + 18.0,
+                y - 4.0,
+                x + 22.0,
+                esc(&ser.name)
+            );
+        }
+    }
+
     fn no_data(mut self, what: &str) -> String {
         let _ =
             write!(self.s, "<text x=\"{}\" y=\"{}\">{}</text></svg>", self.x0() + 30.0, self.size.h / 2.0, esc(what));
@@ -216,6 +235,16 @@ pub type XyW = (f64, f64, Option<(f64, f64)>);
 pub struct Series {
     pub name: String,
     pub points: Vec<XyW>,
+    /// Its palette colour (None: by its place in the list) and whether it is dashed (the
+    /// "before" side of two overlaid studies).
+    pub color: Option<usize>,
+    pub dashed: bool,
+}
+
+impl Series {
+    pub fn new(name: String, points: Vec<XyW>) -> Series {
+        Series { name, points, color: None, dashed: false }
+    }
 }
 
 /// A log2 x axis of a sweep: its label, how a point names its x in a hover title ("qd" gives
@@ -278,11 +307,15 @@ pub fn lines(title: &str, x: XAxis, y_label: &str, series: &[Series], log_y: boo
         c.grid_y(py(*t), &label);
     }
     for (i, ser) in series.iter().enumerate() {
-        let col = PALETTE[i % PALETTE.len()];
+        let col = PALETTE[ser.color.unwrap_or(i) % PALETTE.len()];
         let path: Vec<String> =
             ser.points.iter().filter(|p| p.1.is_finite()).map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1))).collect();
-        let _ =
-            write!(c.s, "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" points=\"{}\"/>", path.join(" "));
+        let dash = if ser.dashed { " stroke-dasharray=\"6,4\"" } else { "" };
+        let _ = write!(
+            c.s,
+            "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
+            path.join(" ")
+        );
         for p in ser.points.iter().filter(|p| p.1.is_finite()) {
             let _ = write!(
                 c.s,
@@ -308,7 +341,7 @@ pub fn lines(title: &str, x: XAxis, y_label: &str, series: &[Series], log_y: boo
             }
         }
     }
-    c.legend(&series.iter().map(|x| x.name.clone()).collect::<Vec<_>>());
+    c.line_legend(series);
     c.close()
 }
 
@@ -512,10 +545,7 @@ mod tests {
             "IOPS",
             QD,
             "IOPS",
-            &[Series {
-                name: "uring".into(),
-                points: vec![(1.0, 10_000.0, Some((9000.0, 11_000.0))), (32.0, 200_000.0, None)],
-            }],
+            &[Series::new("uring".into(), vec![(1.0, 10_000.0, Some((9000.0, 11_000.0))), (32.0, 200_000.0, None)])],
             false,
             HALF,
         );

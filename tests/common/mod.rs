@@ -300,3 +300,27 @@ impl Drop for Pinned {
         }
     }
 }
+
+/// A blkio (cgroup v1) cgroup of ours; removed on drop.
+pub struct Blkio(pub std::path::PathBuf);
+
+impl Blkio {
+    pub fn new(name: &str, limit_file: &str, limit: &str) -> Blkio {
+        let root = std::path::Path::new("/sys/fs/cgroup/blkio");
+        assert!(
+            root.join("cgroup.procs").exists(),
+            "the blkio cgroup (v1) hierarchy is not mounted at {}: this test needs it (cgroup v2 io.max runs in the VM rig)",
+            root.display()
+        );
+        let d = root.join(name);
+        let _ = std::fs::create_dir(&d);
+        std::fs::write(d.join(limit_file), limit).unwrap();
+        Blkio(d)
+    }
+}
+
+impl Drop for Blkio {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}

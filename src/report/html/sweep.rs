@@ -41,17 +41,18 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(String, String)> {
     let series = |f: &dyn Fn(&crate::sweep::Point) -> Y| -> Vec<Series> {
         names
             .iter()
-            .map(|n| Series {
-                name: n.clone(),
-                points: s
-                    .points
-                    .iter()
-                    .filter(|p| &p.coord.label_without(&swept, x) == n)
-                    .map(|p| {
-                        let (y, w) = f(p);
-                        (p.coord.number(x), y, w)
-                    })
-                    .collect(),
+            .map(|n| {
+                Series::new(
+                    n.clone(),
+                    s.points
+                        .iter()
+                        .filter(|p| &p.coord.label_without(&swept, x) == n)
+                        .map(|p| {
+                            let (y, w) = f(p);
+                            (p.coord.number(x), y, w)
+                        })
+                        .collect(),
+                )
             })
             .collect()
     };

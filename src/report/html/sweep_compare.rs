@@ -1,0 +1,129 @@
+//! report.html of two sweeps compared.
+
+use super::sweep::{pct_name, x_axis};
+use super::{card, esc, field, kv_table, page, table, warnings_html, Field};
+use crate::report::plot::{self, Series, HALF};
+use crate::sweep::{Point, SweepReport};
+use crate::sweep_compare::SweepComparison;
+
+/// A point's value and its min..max whisker (None: the point does not carry it).
+type Pick<'a> = &'a dyn Fn(&Point) -> Option<(f64, (f64, f64))>;
+
+/// One chart with both studies: each line of A dashed, the same line of B solid, same colour.
+fn overlay(title: &str, y_label: &str, log_y: bool, a: &SweepReport, b: &SweepReport, f: Pick) -> String {
+    let x = a.x_axis.as_str();
+    let swept: Vec<&str> = a.swept.iter().map(String::as_str).collect();
+    let mut lines: Vec<String> = Vec::new();
+    for p in &a.points {
+        let n = p.coord.label_without(&swept, x);
+        if !lines.contains(&n) {
+            lines.push(n);
+        }
+    }
+    let mut series = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        for (side, s, dashed) in [("A", a, true), ("B", b, false)] {
+            let points = s
+                .points
+                .iter()
+                .filter(|p| &p.coord.label_without(&swept, x) == line)
+                .filter_map(|p| f(p).map(|(y, w)| (p.coord.number(x), y, Some(w))))
+                .collect();
+            series.push(Series { name: format!("{side} {line}"), points, color: Some(i), dashed });
+        }
+    }
+    plot::lines(title, x_axis(x), y_label, &series, log_y, HALF)
+}
+
+fn summary(c: &SweepComparison) -> String {
+    let n = |j: &str| c.points.iter().filter(|p| p.iops_judgement == j).count();
+    let mut f = vec![
+        Field { key: "verdict", value: format!("<b>{}</b>", esc(&c.verdict)), class: "full" },
+        Field { key: "A (before, dashed)", value: esc(&c.before), class: "wide" },
+        Field { key: "B (after, solid)", value: esc(&c.after), class: "wide" },
+        field("points compared", format!("<span class=\"big\" id=\"points\">{}</span>", c.points.len())),
+        field(
+            "IOPS moved",
+            format!("{} slower, {} faster, {} within noise", n("slower"), n("faster"), n("within noise")),
+        ),
+        field("configuration changes", c.config_changes.len().to_string()),
+    ];
+    let unmatched: Vec<String> = c
+        .only_before
+        .iter()
+        .map(|l| format!("{l}: only in A"))
+        .chain(c.only_after.iter().map(|l| format!("{l}: only in B")))
+        .chain(c.not_compared.iter().cloned())
+        .collect();
+    f.push(Field { key: "not compared", value: warnings_html(&unmatched), class: "full" });
+    card(&f)
+}
+
+/// The overlay charts, each a standalone SVG: (file stem, svg): IOPS and every percentile both
+/// sweeps carry.
+pub fn sweep_compare_charts(a: &SweepReport, b: &SweepReport) -> Vec<(String, String)> {
+    let mut out = vec![(
+        "iops".to_owned(),
+        overlay("IOPS", "IOPS", false, a, b, &|p| Some((p.iops.median, (p.iops.min, p.iops.max)))),
+    )];
+    for &pc in a.percentiles.iter().filter(|p| b.percentiles.contains(p)) {
+        let pick = move |p: &Point| {
+            let s = match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
+                Some(x) => x.ns,
+                None if pc == 50.0 => p.lat_p50_ns,
+                None if pc == 99.0 => p.lat_p99_ns,
+                None => return None,
+            };
+            Some((s.median / 1000.0, (s.min / 1000.0, s.max / 1000.0)))
+        };
+        out.push((pct_name(pc), overlay(&format!("{} latency", pct_name(pc)), "latency (us)", true, a, b, &pick)));
+    }
+    out
+}
+
+/// report.html of `iopath compare SWEEP_A SWEEP_B`: the verdict, A and B overlaid (IOPS and the
+/// percentiles both carry), each point's change, and what changed in the configuration.
+pub fn sweep_compare_page(c: &SweepComparison, a: &SweepReport, b: &SweepReport) -> String {
+    let mut body = summary(c);
+    let ax = x_axis(&a.x_axis);
+    body.push_str(&format!(
+        "<h2>A and B over {}</h2><p>A dashed, B solid, one colour per line; each point its median run, whiskers \
+         min..max.</p><div class=\"plots\">",
+        ax.label
+    ));
+    for (_, svg) in sweep_compare_charts(a, b) {
+        body.push_str(&svg);
+    }
+    body.push_str("</div><h2>Point by point</h2>");
+    let us = |v: f64| format!("{}{:.1}", if v >= 0.0 { "+" } else { "-" }, v.abs() / 1000.0);
+    let rows: Vec<Vec<String>> = c
+        .points
+        .iter()
+        .map(|p| {
+            vec![
+                p.label.clone(),
+                format!("{:.0}", p.iops.before),
+                format!("{:.0}", p.iops.after),
+                p.iops.pct.map_or("unknown".into(), |v| format!("{v:+.1}%")),
+                p.iops_judgement.to_owned(),
+                us(p.lat_p50_ns.after - p.lat_p50_ns.before),
+                us(p.lat_p99_ns.after - p.lat_p99_ns.before),
+                if p.moved_most == "none" { "none".into() } else { format!("{} {} us", p.moved_most, us(p.moved_ns)) },
+                p.causes.first().map_or(String::new(), |c| c.split(';').next().unwrap_or(c).to_owned()),
+            ]
+        })
+        .collect();
+    body.push_str(&table(
+        &["point", "IOPS A", "IOPS B", "IOPS", "judgement", "d p50 us", "d p99 us", "phase moved most", "likely cause"],
+        &rows,
+    ));
+    body.push_str("<h2>Configuration changes</h2>");
+    if c.config_changes.is_empty() {
+        body.push_str("<p>none</p>");
+    } else {
+        let rows: Vec<Vec<String>> =
+            c.config_changes.iter().map(|x| vec![x.key.clone(), x.before.clone(), x.after.clone()]).collect();
+        body.push_str(&kv_table(&["setting", "A", "B"], &rows));
+    }
+    page("iopath compare: two sweeps", &body)
+}

@@ -1,0 +1,270 @@
+//! `iopath compare SWEEP_A SWEEP_B`: two studies point by point. Each point's median runs are
+//! compared as `iopath compare` compares two runs (the same noise rule for the phases, the same
+//! causes); IOPS count as moved only beyond 5% and outside both points' min..max over their
+//! repeats. One verdict for the whole study says where IOPS moved, which phase moved and the
+//! likely cause: "IOPS -18..-31% at qd >= 8; block phase +9.1..+10.4 us at every point; likely
+//! cause: IOMMU translation". Pure: the CLI loads the files and compares the median runs.
+
+use serde::Serialize;
+
+use crate::compare::{Change, Comparison, ConfigChange};
+use crate::sweep::{Point, Spread, SweepReport};
+
+pub const SCHEMA: &str = "iopath.sweep-compare/1";
+
+/// IOPS must move by more than this share to count (the phases' rule: 5% of the larger mean).
+const IOPS_NOISE: f64 = 0.05;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PointChange {
+    pub label: String,
+    /// The chart's line (the label without the x axis) and the point's x value.
+    pub line: String,
+    pub x: f64,
+    pub iops: Change,
+    pub iops_before: Spread,
+    pub iops_after: Spread,
+    /// "faster", "slower" or "within noise".
+    pub iops_judgement: &'static str,
+    pub lat_p50_ns: Change,
+    pub lat_p99_ns: Change,
+    /// The phase whose mean moved most beyond noise (run compare's rule); "none" when every
+    /// phase stayed within noise or a side's table does not reconcile.
+    pub moved_most: &'static str,
+    /// ... and by how much (ns, after - before).
+    pub moved_ns: f64,
+    /// Run compare's likely causes for this point, most likely first.
+    pub causes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepComparison {
+    pub schema: &'static str,
+    pub before: String,
+    pub after: String,
+    pub x_axis: String,
+    pub points: Vec<PointChange>,
+    /// Points one study has and the other does not: not compared.
+    pub only_before: Vec<String>,
+    pub only_after: Vec<String>,
+    /// Points both have whose median runs could not be compared, with why.
+    pub not_compared: Vec<String>,
+    /// What differs between the two studies' machines and settings (their first matched point).
+    pub config_changes: Vec<ConfigChange>,
+    pub verdict: String,
+}
+
+/// IOPS beyond noise: more than 5%, and the two min..max ranges apart.
+fn iops_judgement(b: &Spread, a: &Spread) -> &'static str {
+    let rel = (a.median - b.median) / b.median.max(1e-9);
+    let apart = a.min > b.max || a.max < b.min;
+    match (rel.abs() > IOPS_NOISE && apart, rel > 0.0) {
+        (false, _) => "within noise",
+        (true, true) => "faster",
+        (true, false) => "slower",
+    }
+}
+
+/// The matched points of two sweeps (same label), each with the comparison of its median runs
+/// (`compare` gives it, or why it cannot: a median report missing or unreadable).
+pub fn compare_sweeps(
+    before: &SweepReport,
+    after: &SweepReport,
+    names: (&str, &str),
+    mut compare: impl FnMut(&Point, &Point) -> Result<Comparison, String>,
+) -> SweepComparison {
+    let x = before.x_axis.clone();
+    let swept: Vec<&str> = before.swept.iter().map(String::as_str).collect();
+    let mut points = Vec::new();
+    let mut config_changes = None;
+    let mut not_compared = Vec::new();
+    for b in &before.points {
+        let Some(a) = after.points.iter().find(|a| a.label == b.label) else { continue };
+        let c = match compare(b, a) {
+            Ok(c) => c,
+            Err(why) => {
+                not_compared.push(format!("{}: {why}", b.label));
+                continue;
+            }
+        };
+        if config_changes.is_none() {
+            config_changes = Some(c.config_changes.clone());
+        }
+        let moved = c.phases.iter().find(|p| p.phase == c.dominant_phase);
+        points.push(PointChange {
+            label: b.label.clone(),
+            line: b.coord.label_without(&swept, &x),
+            x: b.coord.number(&x),
+            iops: Change::new(b.iops.median, a.iops.median),
+            iops_before: b.iops,
+            iops_after: a.iops,
+            iops_judgement: iops_judgement(&b.iops, &a.iops),
+            lat_p50_ns: Change::new(b.lat_p50_ns.median, a.lat_p50_ns.median),
+            lat_p99_ns: Change::new(b.lat_p99_ns.median, a.lat_p99_ns.median),
+            moved_most: c.dominant_phase,
+            moved_ns: moved.map_or(0.0, |p| p.delta_mean_ns),
+            causes: c.causes.clone(),
+        });
+    }
+    let labels = |s: &SweepReport, other: &SweepReport| -> Vec<String> {
+        s.points.iter().filter(|p| !other.points.iter().any(|o| o.label == p.label)).map(|p| p.label.clone()).collect()
+    };
+    let mut out = SweepComparison {
+        schema: SCHEMA,
+        before: names.0.to_owned(),
+        after: names.1.to_owned(),
+        x_axis: x,
+        only_before: labels(before, after),
+        only_after: labels(after, before),
+        not_compared,
+        points,
+        config_changes: config_changes.unwrap_or_default(),
+        verdict: String::new(),
+    };
+    out.verdict = verdict(&out);
+    out
+}
+
+/// A value of the x axis as the reader knows it: 64K for a block size, 8 for a queue depth.
+fn fmt_x(axis: &str, v: f64) -> String {
+    match axis {
+        "bs" => crate::job::fmt_bytes(v as u64),
+        _ => format!("{v:.0}"),
+    }
+}
+
+/// Where on the x axis: "at every point", "at qd >= 8", "at qd <= 4", or "at qd 1, 16".
+fn where_on(axis: &str, moved: &[f64], all: &[f64]) -> String {
+    let name = axis.replace('_', "-");
+    let mut all: Vec<f64> = all.to_vec();
+    all.sort_by(f64::total_cmp);
+    all.dedup();
+    let mut m: Vec<f64> = moved.to_vec();
+    m.sort_by(f64::total_cmp);
+    m.dedup();
+    if m.len() == all.len() {
+        return "at every point".into();
+    }
+    if all.len() > 2 && m.len() > 1 {
+        if all.ends_with(&m) {
+            return format!("at {name} >= {}", fmt_x(axis, m[0]));
+        }
+        if all.starts_with(&m) {
+            return format!("at {name} <= {}", fmt_x(axis, m[m.len() - 1]));
+        }
+    }
+    format!("at {name} {}", m.iter().map(|v| fmt_x(axis, *v)).collect::<Vec<_>>().join(", "))
+}
+
+fn range(v: &[f64], fmt: impl Fn(f64) -> String) -> String {
+    let lo = v.iter().copied().fold(f64::MAX, f64::min);
+    let hi = v.iter().copied().fold(f64::MIN, f64::max);
+    if (hi - lo).abs() < 1e-9 {
+        fmt(lo)
+    } else {
+        format!("{}..{}", fmt(lo), fmt(hi))
+    }
+}
+
+/// One sentence for the study.
+fn verdict(c: &SweepComparison) -> String {
+    if c.points.is_empty() {
+        return "No point of one study matches a point of the other: nothing compared.".into();
+    }
+    let all: Vec<f64> = c.points.iter().map(|p| p.x).collect();
+    let mut parts = Vec::new();
+    for (judgement, sign) in [("slower", -1.0), ("faster", 1.0)] {
+        let moved: Vec<&PointChange> = c.points.iter().filter(|p| p.iops_judgement == judgement).collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let pcts: Vec<f64> = moved.iter().filter_map(|p| p.iops.pct).collect();
+        let xs: Vec<f64> = moved.iter().map(|p| p.x).collect();
+        let pct = |v: f64| format!("{}{:.0}%", if sign < 0.0 { "-" } else { "+" }, v.abs());
+        // Sorted by size so the range reads from the smallest change to the largest.
+        let mut sorted = pcts.clone();
+        sorted.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
+        parts.push(format!("IOPS {} {}", range_abs(&sorted, pct), where_on(&c.x_axis, &xs, &all)));
+    }
+    if parts.is_empty() {
+        parts.push("IOPS within noise at every point".into());
+    }
+    // The phase most often named as moving most, with its change where it was.
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for p in c.points.iter().filter(|p| p.moved_most != "none") {
+        match counts.iter_mut().find(|(n, _)| *n == p.moved_most) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((p.moved_most, 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    if let Some(&(phase, n)) = counts.first() {
+        let deltas: Vec<f64> = c.points.iter().filter(|p| p.moved_most == phase).map(|p| p.moved_ns).collect();
+        let us = |v: f64| format!("{}{:.1} us", if v >= 0.0 { "+" } else { "-" }, v.abs() / 1000.0);
+        let at = if n == c.points.len() {
+            "at every point".to_owned()
+        } else {
+            format!("at {n} of {} points", c.points.len())
+        };
+        parts.push(format!("{phase} phase {} {at}", range(&deltas, us)));
+    } else {
+        parts.push("no phase moved beyond noise (or the phases do not reconcile)".into());
+    }
+    // The cause named most often, in its short form (before its evidence).
+    let mut causes: Vec<(String, usize)> = Vec::new();
+    for p in &c.points {
+        if let Some(first) = p.causes.first() {
+            let short = first.split(';').next().unwrap_or(first).trim().to_owned();
+            match causes.iter_mut().find(|(n, _)| *n == short) {
+                Some((_, k)) => *k += 1,
+                None => causes.push((short, 1)),
+            }
+        }
+    }
+    causes.sort_by_key(|c| std::cmp::Reverse(c.1));
+    if let Some((cause, _)) = causes.first() {
+        parts.push(format!("likely cause: {cause}"));
+    }
+    let mut v = parts.join("; ");
+    if !c.config_changes.is_empty() {
+        let keys: Vec<&str> = c.config_changes.iter().take(4).map(|x| x.key.as_str()).collect();
+        v += &format!(" (configuration changed: {})", keys.join(", "));
+    }
+    v + "."
+}
+
+/// A range of signed percentages by magnitude: "-18..-31%".
+fn range_abs(sorted: &[f64], fmt: impl Fn(f64) -> String) -> String {
+    match (sorted.first(), sorted.last()) {
+        (Some(a), Some(b)) if (a - b).abs() >= 0.5 => {
+            let (fa, fb) = (fmt(*a), fmt(*b));
+            format!("{}..{}", fa.trim_end_matches('%'), fb)
+        }
+        (Some(a), _) => fmt(*a),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn where_names_the_part_of_the_axis() {
+        let all = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+        assert_eq!(where_on("qd", &[8.0, 16.0, 32.0], &all), "at qd >= 8");
+        assert_eq!(where_on("qd", &[1.0, 2.0], &all), "at qd <= 2");
+        assert_eq!(where_on("qd", &all, &all), "at every point");
+        assert_eq!(where_on("bs", &[4096.0, 1048576.0], &[4096.0, 65536.0, 1048576.0]), "at bs 4K, 1M");
+    }
+
+    #[test]
+    fn iops_move_only_beyond_five_percent_and_the_runs_spread() {
+        let s = |median: f64, min: f64, max: f64| Spread { median, min, max };
+        assert_eq!(iops_judgement(&s(100.0, 95.0, 105.0), &s(80.0, 78.0, 82.0)), "slower");
+        assert_eq!(iops_judgement(&s(100.0, 95.0, 105.0), &s(96.0, 90.0, 99.0)), "within noise", "inside 5%");
+        assert_eq!(iops_judgement(&s(100.0, 80.0, 120.0), &s(90.0, 85.0, 95.0)), "within noise", "ranges overlap");
+        assert_eq!(iops_judgement(&s(100.0, 99.0, 101.0), &s(120.0, 118.0, 121.0)), "faster");
+        assert_eq!(range_abs(&[-18.2, -31.0], |v| format!("{:.0}%", v)), "-18..-31%");
+    }
+}
