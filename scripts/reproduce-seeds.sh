@@ -1,21 +1,51 @@
 #!/usr/bin/env bash
-# Reproduces the seeds' study on this machine (the YDB io_uring-vs-libaio comparison over queue
-# depth, with the Intel talk's IRQ and context-switch counts), with iopath's phase breakdown:
-# `iopath sweep` of uring, aio and psync over QD 1..128, REPEAT runs per point in a seeded random
-# order, on a file of the root file system (virtio-blk) and on a loop device backed by tmpfs.
-#   usage: sudo scripts/reproduce-seeds.sh [RUNTIME=3s] [REPEAT=3] [OUT=flamegraphs/example]
-# Writes OUT/seeds-virtio/ and OUT/seeds-loop/: sweep.json, report.html and the plots as SVG (the
-# per-run reports are left out of OUT to keep it small; they are in the scratch folder while it runs).
+# Reproduces the seeds' studies on this machine, with iopath's phase breakdown, each an
+# `iopath sweep` with REPEAT runs per point in a seeded random order, on a file of the root file
+# system (virtio-blk) and on a loop device backed by tmpfs:
+#   qd     the YDB io_uring-vs-libaio comparison: uring, aio and psync over QD 1..128 (with the
+#          Intel talk's IRQ and context-switch counts)
+#   bs     the pread study: latency over block size 4 KiB..32 MiB at QD1, uring, aio and psync
+#   batch  the SDC talk's batching: I/Os per submit call 1..32 at QD32, uring and aio
+#   nvme   the bs study on the VM rig's emulated NVMe (scripts/vmtest --sweep, IOMMU off and
+#          strict, Debian 6.12): its study.html and the two sweeps
+#   usage: sudo scripts/reproduce-seeds.sh [RUNTIME=3s] [REPEAT=3] [OUT=flamegraphs/example] [STUDIES=qd,bs,batch,nvme]
+# Writes OUT/<study>-<target>/: sweep.json, report.html and the plots as SVG (the per-run
+# reports are left out of OUT to keep it small; they are in the scratch folder while it runs).
+# The qd study keeps its old folder names, OUT/seeds-virtio and OUT/seeds-loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNTIME=${1:-3s}; REPEAT=${2:-3}; OUT=${3:-flamegraphs/example}
+RUNTIME=${1:-3s}; REPEAT=${2:-3}; OUT=${3:-flamegraphs/example}; STUDIES=${4:-qd,bs,batch,nvme}
 . scripts/bench-lib.sh
-QDS=1,2,4,8,16,32,64,128
-for kind in virtio loop; do
-  if [ $kind = virtio ]; then target=(--file "$W/file.dat"); else target=(--device "$LOOP"); fi
-  "$IOPATH" sweep --engine uring,aio,psync --qd $QDS --repeat "$REPEAT" --seed 1 --cooldown 1s \
-    --runtime "$RUNTIME" "${target[@]}" --out "$W/seeds-$kind"
-  mkdir -p "$OUT/seeds-$kind"
-  cp "$W/seeds-$kind"/{sweep.json,report.html,*.svg} "$OUT/seeds-$kind/"
+BS=4k,16k,64k,256k,1m,4m,16m,32m
+study() { # $1 folder prefix, then the sweep's own arguments
+  local name=$1 kind target; shift
+  for kind in virtio loop; do
+    if [ $kind = virtio ]; then target=(--file "$W/file.dat"); else target=(--device "$LOOP"); fi
+    "$IOPATH" sweep "$@" --repeat "$REPEAT" --seed 1 --cooldown 1s --runtime "$RUNTIME" "${target[@]}" \
+      --out "$W/$name-$kind"
+    mkdir -p "$OUT/$name-$kind"
+    rm -f "$OUT/$name-$kind"/*.svg
+    cp "$W/$name-$kind"/{sweep.json,report.html,*.svg} "$OUT/$name-$kind/"
+    echo "$name on $kind: $OUT/$name-$kind"
+  done
+}
+for s in ${STUDIES//,/ }; do
+  case $s in
+    qd) study seeds --engine uring,aio,psync --qd 1,2,4,8,16,32,64,128 ;;
+    bs) study bs --engine uring,aio,psync --qd 1 --bs "$BS" --percentiles 50,99,99.9 ;;
+    batch) study batch --engine uring,aio --qd 32 --batch-submit 1,2,4,8,16,32 ;;
+    nvme)
+      # The rig's guests have 2 vCPUs and an emulated drive: shorter runs, one per point.
+      scripts/vmtest --kernel 6.12 --no-verify --out "$W/nvme" \
+        --sweep "--engine uring,psync --qd 1 --bs 4k,64k,1m,4m,32m --repeat 1 --runtime 2s"
+      mkdir -p "$OUT/bs-nvme"
+      cp "$W/nvme/study.html" "$OUT/bs-nvme/"
+      for mode in off strict; do
+        mkdir -p "$OUT/bs-nvme/iommu-$mode"
+        cp "$W/nvme/6.12-iommu-$mode/sweep"/{sweep.json,report.html,*.svg} "$OUT/bs-nvme/iommu-$mode/"
+      done
+      cp -r "$W/nvme/6.12-compare-sweep" "$OUT/bs-nvme/compare"
+      echo "bs on the rig's NVMe: $OUT/bs-nvme" ;;
+    *) echo "reproduce-seeds: unknown study '$s' (qd, bs, batch, nvme)" >&2; exit 2 ;;
+  esac
 done
-echo "plots and reports in $OUT/seeds-virtio and $OUT/seeds-loop"

@@ -288,6 +288,11 @@ impl Job {
                 self.qd
             );
         }
+        // One synchronous call per I/O: nothing to batch (a sweep over batch sizes would repeat
+        // the same psync run under different names).
+        if self.engine == EngineKind::Psync && (self.batch_submit != 1 || self.batch_complete != 1) {
+            bail!("--batch-submit and --batch-complete batch io_uring and aio calls: psync makes one call per I/O");
+        }
         if self.engine != EngineKind::Uring && (self.sqpoll || self.iopoll || self.fixed_bufs) {
             bail!("--sqpoll, --iopoll and --fixed-bufs are io_uring options: use --engine uring");
         }

@@ -3,6 +3,8 @@
 mod common;
 use common::*;
 
+use std::path::Path;
+
 #[test]
 fn malformed_flags() {
     for (args, says) in [
@@ -460,4 +462,54 @@ fn faults_the_machine_sets() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists()
     });
     assert!(gone, "sleep {pid} outlived iopath's SIGKILL");
+}
+
+/// The sweep's lists and a comparison of sweeps: each bad value named with its flag, before any
+/// run and without leaving a folder.
+#[test]
+fn sweep_lists_and_sweep_comparisons() {
+    let d = scratch("sweep-lists");
+    let out = d.join("never");
+    for (args, says) in [
+        (&["--bs", "4k,4q"][..], "--bs 4k,4q: '4q'"),
+        (&["--jobs", "1,two"], "--jobs 1,two: 'two': not a whole number"),
+        (&["--direct", "true,maybe"], "--direct true,maybe: 'maybe': not true or false"),
+        (&["--rw", "randread,sideways"], "--rw randread,sideways: 'sideways'"),
+        (&["--batch-submit", "1,x"], "--batch-submit 1,x: 'x'"),
+        (&["--engine", "psync", "--batch-submit", "1,4"], "psync qd1 batch-submit=4: --batch-submit and --batch-complete batch"),
+    ] {
+        let mut a = vec!["sweep", "--out", out.to_str().unwrap(), "--no-trace"];
+        a.extend_from_slice(args);
+        let err = fails(&a);
+        assert!(err.contains(says), "{args:?}: expected '{says}' in: {err}");
+        assert!(!out.exists(), "{args:?}: nothing left behind");
+    }
+    // clap's own (status 2).
+    for (args, says) in [
+        (&["--percentiles", "50,100"][..], "'100' is not a percentile between 0 and 100"),
+        (&["--file", "/a,/b", "--device", "/dev/x"], "cannot be used with"),
+    ] {
+        let mut a = vec!["sweep", "--out", out.to_str().unwrap(), "--no-trace"];
+        a.extend_from_slice(args);
+        let o = iopath(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.code() == Some(2) && err.contains(says), "{args:?}: expected '{says}' in: {err}");
+        assert!(!out.exists(), "{args:?}: nothing left behind");
+    }
+    // A sweep and a run, and two sweeps of different shapes, are not compared.
+    let sweep = |dir: &str, x: &str| {
+        let p = d.join(dir);
+        std::fs::create_dir_all(&p).unwrap();
+        let s = serde_json::json!({"schema": "iopath.sweep/1", "seed": 1, "repeat": 1, "variants": ["uring"],
+            "qds": [1], "swept": [x], "x_axis": x, "traced": false, "partial": false, "points": [], "runs": [],
+            "failed": []});
+        std::fs::write(p.join("sweep.json"), s.to_string()).unwrap();
+        p
+    };
+    let (a, b) = (sweep("qd", "qd"), sweep("bs", "bs"));
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/compare-iommu/before/report.json");
+    let err = fails(&["compare", a.to_str().unwrap(), run.to_str().unwrap()]);
+    assert!(err.contains("one side is a sweep and the other is not"), "{err}");
+    let err = fails(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(err.contains("do not sweep the same axes"), "{err}");
 }
