@@ -476,7 +476,10 @@ fn sweep_lists_and_sweep_comparisons() {
         (&["--direct", "true,maybe"], "--direct true,maybe: 'maybe': not true or false"),
         (&["--rw", "randread,sideways"], "--rw randread,sideways: 'sideways'"),
         (&["--batch-submit", "1,x"], "--batch-submit 1,x: 'x'"),
-        (&["--engine", "psync", "--batch-submit", "1,4"], "psync qd1 batch-submit=4: --batch-submit and --batch-complete batch"),
+        (
+            &["--engine", "psync", "--batch-submit", "1,4"],
+            "psync qd1 batch-submit=4: --batch-submit and --batch-complete batch",
+        ),
     ] {
         let mut a = vec!["sweep", "--out", out.to_str().unwrap(), "--no-trace"];
         a.extend_from_slice(args);
