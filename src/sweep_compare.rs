@@ -156,6 +156,28 @@ fn where_on(axis: &str, moved: &[f64], all: &[f64]) -> String {
     format!("at {name} {}", m.iter().map(|v| fmt_x(axis, *v)).collect::<Vec<_>>().join(", "))
 }
 
+/// Where IOPS moved with this judgement: "at every point"; a part of the x axis when at those x
+/// values every line moved (and nowhere else); else "at 6 of 8 points". (One study's verdict
+/// once said "at every point" where uring's QD1 and QD4 had stayed within noise: aio had moved
+/// there, and the x values alone covered the axis.)
+fn where_moved(c: &SweepComparison, judgement: &str, xs: &[f64], all: &[f64]) -> String {
+    let n = xs.len();
+    if n == c.points.len() {
+        return "at every point".into();
+    }
+    let full: Vec<f64> = all
+        .iter()
+        .copied()
+        .filter(|x| c.points.iter().filter(|p| p.x == *x).all(|p| p.iops_judgement == judgement))
+        .collect();
+    let covered = c.points.iter().filter(|p| full.contains(&p.x)).count();
+    if !full.is_empty() && covered == n {
+        where_on(&c.x_axis, &full, all)
+    } else {
+        format!("at {n} of {} points", c.points.len())
+    }
+}
+
 fn range(v: &[f64], fmt: impl Fn(f64) -> String) -> String {
     let lo = v.iter().copied().fold(f64::MAX, f64::min);
     let hi = v.iter().copied().fold(f64::MIN, f64::max);
@@ -184,14 +206,19 @@ fn verdict(c: &SweepComparison) -> String {
         // Sorted by size so the range reads from the smallest change to the largest.
         let mut sorted = pcts.clone();
         sorted.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
-        parts.push(format!("IOPS {} {}", range_abs(&sorted, pct), where_on(&c.x_axis, &xs, &all)));
+        parts.push(format!("IOPS {} {}", range_abs(&sorted, pct), where_moved(c, judgement, &xs, &all)));
     }
     if parts.is_empty() {
         parts.push("IOPS within noise at every point".into());
     }
-    // The phase most often named as moving most, with its change where it was.
+    // The phase most often named as moving most, with its change where it was: among the points
+    // whose IOPS moved when some did (a phase that moved at a point that did not is not what
+    // explains the study: one verdict read "completion -3.0..+1291.7 us" from such a point).
+    let any_moved = c.points.iter().any(|p| p.iops_judgement != "within noise");
+    let explaining: Vec<&PointChange> =
+        c.points.iter().filter(|p| !any_moved || p.iops_judgement != "within noise").collect();
     let mut counts: Vec<(&str, usize)> = Vec::new();
-    for p in c.points.iter().filter(|p| p.moved_most != "none") {
+    for p in explaining.iter().filter(|p| p.moved_most != "none") {
         match counts.iter_mut().find(|(n, _)| *n == p.moved_most) {
             Some((_, k)) => *k += 1,
             None => counts.push((p.moved_most, 1)),
@@ -199,12 +226,13 @@ fn verdict(c: &SweepComparison) -> String {
     }
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     if let Some(&(phase, n)) = counts.first() {
-        let deltas: Vec<f64> = c.points.iter().filter(|p| p.moved_most == phase).map(|p| p.moved_ns).collect();
+        let deltas: Vec<f64> = explaining.iter().filter(|p| p.moved_most == phase).map(|p| p.moved_ns).collect();
         let us = |v: f64| format!("{}{:.1} us", if v >= 0.0 { "+" } else { "-" }, v.abs() / 1000.0);
-        let at = if n == c.points.len() {
-            "at every point".to_owned()
-        } else {
-            format!("at {n} of {} points", c.points.len())
+        let at = match (n == c.points.len(), n == explaining.len()) {
+            (true, _) => "at every point".to_owned(),
+            (false, true) => "wherever IOPS moved".to_owned(),
+            (false, false) if any_moved => format!("at {n} of the {} points where IOPS moved", explaining.len()),
+            (false, false) => format!("at {n} of {} points", c.points.len()),
         };
         parts.push(format!("{phase} phase {} {at}", range(&deltas, us)));
     } else {
@@ -256,6 +284,50 @@ mod tests {
         assert_eq!(where_on("qd", &[1.0, 2.0], &all), "at qd <= 2");
         assert_eq!(where_on("qd", &all, &all), "at every point");
         assert_eq!(where_on("bs", &[4096.0, 1048576.0], &[4096.0, 65536.0, 1048576.0]), "at bs 4K, 1M");
+    }
+
+    fn change(label: &str, x: f64, j: &'static str) -> PointChange {
+        let s = Spread::default();
+        PointChange {
+            label: label.into(),
+            line: label.split(' ').next().unwrap().into(),
+            x,
+            iops: Change::new(100.0, if j == "slower" { 70.0 } else { 100.0 }),
+            iops_before: s,
+            iops_after: s,
+            iops_judgement: j,
+            lat_p50_ns: Change::new(1.0, 1.0),
+            lat_p99_ns: Change::new(1.0, 1.0),
+            moved_most: "device",
+            moved_ns: 1000.0,
+            causes: vec!["IOMMU translation; iommu.mode off -> DMA".into()],
+        }
+    }
+
+    #[test]
+    fn the_verdict_says_where_on_the_axis_and_only_there() {
+        let mut c = SweepComparison {
+            schema: SCHEMA,
+            before: "a".into(),
+            after: "b".into(),
+            x_axis: "qd".into(),
+            points: vec![
+                change("uring qd1", 1.0, "within noise"),
+                change("uring qd16", 16.0, "slower"),
+                change("aio qd1", 1.0, "slower"),
+                change("aio qd16", 16.0, "slower"),
+            ],
+            only_before: vec![],
+            only_after: vec![],
+            not_compared: vec![],
+            config_changes: vec![],
+            verdict: String::new(),
+        };
+        let v = verdict(&c);
+        assert!(v.starts_with("IOPS -30% at 3 of 4 points;"), "uring qd1 did not move: {v}");
+        assert!(v.contains("likely cause: IOMMU translation"), "{v}");
+        c.points[2].iops_judgement = "within noise";
+        assert!(verdict(&c).starts_with("IOPS -30% at qd 16;"), "{}", verdict(&c));
     }
 
     #[test]
