@@ -403,6 +403,19 @@ pub struct Point {
     pub ctx_per_io: f64,
 }
 
+impl Point {
+    /// A latency percentile's spread over the point's runs (sweeps from before `--percentiles`
+    /// carry only p50 and p99); None when the point does not have it.
+    pub fn percentile(&self, p: f64) -> Option<Spread> {
+        match self.lat_percentiles_ns.iter().find(|x| x.p == p) {
+            Some(x) => Some(x.ns),
+            None if p == 50.0 => Some(self.lat_p50_ns),
+            None if p == 99.0 => Some(self.lat_p99_ns),
+            None => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SweepReport {
     pub schema: String,

@@ -1,6 +1,6 @@
 //! report.html of a comparison.
 
-use super::{card, esc, field, flame_frame, kv_table, page, table, warnings_html, Field};
+use super::{card, config_changes, esc, field, flame_frame, page, table, warnings_html, Field};
 use crate::compare::{Change, Comparison};
 use crate::report::plot::{self, WIDE};
 
@@ -91,14 +91,7 @@ pub fn compare_page(c: &Comparison, diff_svg: Option<&str>) -> String {
         .map(|(k, v)| vec![k.replace('_', " "), format!("{:.3}", v.before), format!("{:.3}", v.after)])
         .collect();
     body.push_str(&table(&["event", "before", "after"], &rows));
-    body.push_str("<h2>Configuration changes</h2>");
-    if c.config_changes.is_empty() {
-        body.push_str("<p>none</p>");
-    } else {
-        let rows: Vec<Vec<String>> =
-            c.config_changes.iter().map(|x| vec![x.key.clone(), x.before.clone(), x.after.clone()]).collect();
-        body.push_str(&kv_table(&["setting", "before", "after"], &rows));
-    }
+    body.push_str(&config_changes(&c.config_changes, ("before", "after")));
     if !c.config_one_side_only.is_empty() {
         body.push_str(&format!(
             "<p>Recorded on one side only, not compared: {}</p>",

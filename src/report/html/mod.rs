@@ -122,6 +122,20 @@ fn kv_table(head: &[&str], rows: &[Vec<String>]) -> String {
     table(head, rows).replacen("<table>", "<table class=\"kv\">", 1)
 }
 
+/// "Configuration changes": what differs between two sides, a row per setting ("none" when
+/// nothing does).
+fn config_changes(changes: &[crate::compare::ConfigChange], sides: (&str, &str)) -> String {
+    let mut s = String::from("<h2>Configuration changes</h2>");
+    if changes.is_empty() {
+        s.push_str("<p>none</p>");
+    } else {
+        let rows: Vec<Vec<String>> =
+            changes.iter().map(|x| vec![x.key.clone(), x.before.clone(), x.after.clone()]).collect();
+        s.push_str(&kv_table(&["setting", sides.0, sides.1], &rows));
+    }
+    s
+}
+
 /// One field of a summary card: its key, its value (HTML), and how wide it is.
 struct Field {
     key: &'static str,

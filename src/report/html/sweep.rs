@@ -71,15 +71,7 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(String, String)> {
     )];
     for &pc in &s.percentiles {
         let name = pct_name(pc);
-        let pick = move |p: &crate::sweep::Point| {
-            // Older sweeps carry only p50 and p99.
-            match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
-                Some(x) => us(&x.ns),
-                None if pc == 50.0 => us(&p.lat_p50_ns),
-                None if pc == 99.0 => us(&p.lat_p99_ns),
-                None => (f64::NAN, None),
-            }
-        };
+        let pick = move |p: &crate::sweep::Point| p.percentile(pc).map_or((f64::NAN, None), |s| us(&s));
         out.push((
             format!("{name}_vs_{x}"),
             plot::lines(&format!("{name} latency"), ax, "latency (us)", &series(&pick), true, HALF),
@@ -233,11 +225,8 @@ pub fn sweep_page(s: &SweepReport, first: Option<&serde_json::Value>) -> String 
         body.push_str(&svg);
     }
     body.push_str("</div><h2>Points</h2>");
-    let pct = |p: &crate::sweep::Point, pc: f64| match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
-        Some(x) => format!("{:.1}", x.ns.median / 1000.0),
-        None if pc == 50.0 => format!("{:.1}", p.lat_p50_ns.median / 1000.0),
-        None if pc == 99.0 => format!("{:.1}", p.lat_p99_ns.median / 1000.0),
-        None => "unknown".into(),
+    let pct = |p: &crate::sweep::Point, pc: f64| {
+        p.percentile(pc).map_or("unknown".into(), |s| format!("{:.1}", s.median / 1000.0))
     };
     let rows: Vec<Vec<String>> = s
         .points

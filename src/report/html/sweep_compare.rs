@@ -1,7 +1,7 @@
 //! report.html of two sweeps compared.
 
 use super::sweep::{pct_name, x_axis};
-use super::{card, esc, field, kv_table, page, table, warnings_html, Field};
+use super::{card, config_changes, esc, field, page, table, warnings_html, Field};
 use crate::report::plot::{self, Series, HALF};
 use crate::sweep::{Point, SweepReport};
 use crate::sweep_compare::SweepComparison;
@@ -67,15 +67,7 @@ pub fn sweep_compare_charts(a: &SweepReport, b: &SweepReport) -> Vec<(String, St
         overlay("IOPS", "IOPS", false, a, b, &|p| Some((p.iops.median, (p.iops.min, p.iops.max)))),
     )];
     for &pc in a.percentiles.iter().filter(|p| b.percentiles.contains(p)) {
-        let pick = move |p: &Point| {
-            let s = match p.lat_percentiles_ns.iter().find(|x| x.p == pc) {
-                Some(x) => x.ns,
-                None if pc == 50.0 => p.lat_p50_ns,
-                None if pc == 99.0 => p.lat_p99_ns,
-                None => return None,
-            };
-            Some((s.median / 1000.0, (s.min / 1000.0, s.max / 1000.0)))
-        };
+        let pick = move |p: &Point| p.percentile(pc).map(|s| (s.median / 1000.0, (s.min / 1000.0, s.max / 1000.0)));
         out.push((pct_name(pc), overlay(&format!("{} latency", pct_name(pc)), "latency (us)", true, a, b, &pick)));
     }
     out
@@ -117,13 +109,6 @@ pub fn sweep_compare_page(c: &SweepComparison, a: &SweepReport, b: &SweepReport)
         &["point", "IOPS A", "IOPS B", "IOPS", "judgement", "d p50 us", "d p99 us", "phase moved most", "likely cause"],
         &rows,
     ));
-    body.push_str("<h2>Configuration changes</h2>");
-    if c.config_changes.is_empty() {
-        body.push_str("<p>none</p>");
-    } else {
-        let rows: Vec<Vec<String>> =
-            c.config_changes.iter().map(|x| vec![x.key.clone(), x.before.clone(), x.after.clone()]).collect();
-        body.push_str(&kv_table(&["setting", "A", "B"], &rows));
-    }
+    body.push_str(&config_changes(&c.config_changes, ("A", "B")));
     page("iopath compare: two sweeps", &body)
 }

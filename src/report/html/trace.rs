@@ -26,21 +26,8 @@ fn hist_buckets(h: &BpfHist) -> Vec<(f64, f64, u64)> {
 }
 
 fn title_of(report: &Report) -> String {
-    match (&report.job, &report.process) {
-        (Some(j), _) => format!(
-            "iopath trace: {} {} {} qd{} on {}",
-            j.engine,
-            j.rw,
-            crate::job::fmt_bytes(j.bs as u64),
-            j.qd,
-            report
-                .target
-                .as_ref()
-                .map_or_else(|| j.target.path().display().to_string(), |t| t.path.display().to_string())
-        ),
-        (None, Some(p)) => format!("iopath trace: {} (pid {})", p.command, p.pid),
-        (None, None) => "iopath trace".to_owned(),
-    }
+    // The flamegraphs' headline ("iopath: uring randread 4K qd8 on /dev/loop1"), as a trace's.
+    report.headline().0.replacen("iopath", "iopath trace", 1)
 }
 
 /// The summary card: what ran where, how fast, where the time went, and whether to trust it.
