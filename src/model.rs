@@ -389,6 +389,11 @@ pub struct RawSeries {
     /// the moment the probes were enabled (a traced command or process).
     pub from_generator: bool,
     pub intervals: Vec<RawInterval>,
+    /// What the sampler itself cost: its map reads, and the time they took (ns).
+    #[serde(default)]
+    pub reads: u64,
+    #[serde(default)]
+    pub read_ns: u64,
 }
 
 /// What the probes counted in one interval.

@@ -467,6 +467,7 @@ mod tests {
             interval_ns: s,
             from_generator: true,
             intervals: vec![raw_interval(0, (10, 200_000), vec![(100, 10)], 5, 20)],
+            ..RawSeries::default()
         };
         with_trace(&mut ts, &raw, false);
         let p = &ts.points[0];
@@ -494,6 +495,7 @@ mod tests {
                 // Nothing returned: no latency, no ratio.
                 raw_interval(s, (0, 0), vec![], 0, 3),
             ],
+            ..RawSeries::default()
         };
         let ts = from_raw(&raw).unwrap();
         let p = &ts.points;

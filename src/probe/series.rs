@@ -1,7 +1,8 @@
 //! The trace over time without a per-I/O cost: a thread reads the cumulative per-phase histograms
 //! and the IRQ / context-switch / byte counters at every interval edge and keeps the differences.
-//! One read is 9 histograms x 9.5 KiB per CPU (~40 us on this 2-vCPU VM); at the default 1 s
-//! interval that is 0.004% of a CPU, at the 10 ms minimum 0.4%.
+//! One read is 9 histograms x 9.5 KiB per CPU plus the counters: measured 120-180 us on this
+//! 2-vCPU VM (raw.json's `series.reads` / `read_ns` keep each trace's own figure); at the
+//! default 1 s interval that is 0.02% of a CPU, at the 10 ms minimum 1.2%.
 //!
 //! The edges are the generator's own (`loadgen::START_LINE` + k x interval), so each interval of
 //! the trace lines up with the same interval of the generator's time series; a traced command
@@ -143,7 +144,13 @@ pub fn sample(fds: Fds, interval: Duration, start: Start, stop: &AtomicBool) -> 
         counters: vec![0; SERIES_COUNTERS.len()],
         cached: (0, 0),
     };
-    let mut out = RawSeries { interval_ns, from_generator: start == Start::Generator, intervals: Vec::new() };
+    let mut out = RawSeries {
+        interval_ns,
+        from_generator: start == Start::Generator,
+        intervals: Vec::new(),
+        reads: 0,
+        read_ns: 0,
+    };
     let mut k = 0u64;
     loop {
         let edge = t0 + (k + 1) * interval_ns;
@@ -155,6 +162,8 @@ pub fn sample(fds: Fds, interval: Duration, start: Start, stop: &AtomicBool) -> 
         let done = stop.load(Ordering::Relaxed);
         let now = crate::loadgen::now_ns();
         let cur = snapshot(fds, ncpu, &mut buf);
+        out.reads += 1;
+        out.read_ns += crate::loadgen::now_ns().saturating_sub(now);
         let t = k * interval_ns;
         let end = if done { now.saturating_sub(t0).max(t + 1) } else { t + interval_ns };
         out.intervals.push(diff(&prev, &cur, t, end - t));
