@@ -444,6 +444,30 @@ pub struct SweepReport {
     pub failed: Vec<FailedRun>,
 }
 
+impl SweepReport {
+    /// The swept axes' names.
+    pub fn swept_axes(&self) -> Vec<&str> {
+        self.swept.iter().map(String::as_str).collect()
+    }
+
+    /// A point's line on the charts: its label without the x axis ("uring", "aio bs=64K").
+    pub fn line_of(&self, p: &Point) -> String {
+        p.coord.label_without(&self.swept_axes(), &self.x_axis)
+    }
+
+    /// The charts' lines, in the order of their first point.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in &self.points {
+            let n = self.line_of(p);
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+}
+
 fn default_x() -> String {
     "qd".into()
 }

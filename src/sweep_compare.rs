@@ -74,7 +74,6 @@ pub fn compare_sweeps(
     mut compare: impl FnMut(&Point, &Point) -> Result<Comparison, String>,
 ) -> SweepComparison {
     let x = before.x_axis.clone();
-    let swept: Vec<&str> = before.swept.iter().map(String::as_str).collect();
     let mut points = Vec::new();
     let mut config_changes = None;
     let mut not_compared = Vec::new();
@@ -93,7 +92,7 @@ pub fn compare_sweeps(
         let moved = c.phases.iter().find(|p| p.phase == c.dominant_phase);
         points.push(PointChange {
             label: b.label.clone(),
-            line: b.coord.label_without(&swept, &x),
+            line: before.line_of(b),
             x: b.coord.number(&x),
             iops: Change::new(b.iops.median, a.iops.median),
             iops_before: b.iops,

@@ -30,14 +30,7 @@ pub fn pct_name(p: f64) -> String {
 pub fn sweep_charts(s: &SweepReport) -> Vec<(String, String)> {
     type Y = (f64, Option<(f64, f64)>);
     let x = s.x_axis.as_str();
-    let swept: Vec<&str> = s.swept.iter().map(String::as_str).collect();
-    let mut names: Vec<String> = Vec::new();
-    for p in &s.points {
-        let n = p.coord.label_without(&swept, x);
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
+    let names = s.lines();
     let series = |f: &dyn Fn(&crate::sweep::Point) -> Y| -> Vec<Series> {
         names
             .iter()
@@ -46,7 +39,7 @@ pub fn sweep_charts(s: &SweepReport) -> Vec<(String, String)> {
                     n.clone(),
                     s.points
                         .iter()
-                        .filter(|p| &p.coord.label_without(&swept, x) == n)
+                        .filter(|p| &s.line_of(p) == n)
                         .map(|p| {
                             let (y, w) = f(p);
                             (p.coord.number(x), y, w)
@@ -123,7 +116,7 @@ fn summary(s: &SweepReport, first: Option<&serde_json::Value>) -> String {
     let mut f: Vec<Field> = Vec::new();
     let job = first.map(|r| &r["job"]);
     let text = |v: Option<&serde_json::Value>| v.and_then(|x| x.as_str()).unwrap_or("unknown").to_owned();
-    let swept: Vec<&str> = s.swept.iter().map(String::as_str).collect();
+    let swept = s.swept_axes();
     let grid: Vec<String> = match &s.axes {
         Some(_) if !s.swept.is_empty() => s
             .swept

@@ -12,21 +12,14 @@ type Pick<'a> = &'a dyn Fn(&Point) -> Option<(f64, (f64, f64))>;
 /// One chart with both studies: each line of A dashed, the same line of B solid, same colour.
 fn overlay(title: &str, y_label: &str, log_y: bool, a: &SweepReport, b: &SweepReport, f: Pick) -> String {
     let x = a.x_axis.as_str();
-    let swept: Vec<&str> = a.swept.iter().map(String::as_str).collect();
-    let mut lines: Vec<String> = Vec::new();
-    for p in &a.points {
-        let n = p.coord.label_without(&swept, x);
-        if !lines.contains(&n) {
-            lines.push(n);
-        }
-    }
+    let lines = a.lines();
     let mut series = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         for (side, s, dashed) in [("A", a, true), ("B", b, false)] {
             let points = s
                 .points
                 .iter()
-                .filter(|p| &p.coord.label_without(&swept, x) == line)
+                .filter(|p| &s.line_of(p) == line)
                 .filter_map(|p| f(p).map(|(y, w)| (p.coord.number(x), y, Some(w))))
                 .collect();
             series.push(Series { name: format!("{side} {line}"), points, color: Some(i), dashed });
