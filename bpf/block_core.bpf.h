@@ -250,6 +250,10 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	if (s->r.queue_ts)
 		return true;
 	s->r.queue_ts = now;
+	/* The disk the application addressed (a stacked device's top, not its lower disks): for
+	 * top's rows and the events' device tracks only, a trace does not read it. */
+	if (targ_top || targ_events)
+		s->r.dev = BPF_CORE_READ(bio, bi_bdev, bd_dev);
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
 	cur = bpf_get_current_task_btf();
@@ -272,12 +276,15 @@ static __always_inline bool issue_one(struct bio *bio, __u64 now)
 	return true;
 }
 
-static __always_inline bool complete_one(struct bio *bio, __u64 now)
+/* `bytes`: the request's, given with its first bio (a merged request's bytes count for the I/O
+ * of its first bio). */
+static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes)
 {
 	struct io_slot *s = io_of_bio(bio, true);
 
 	if (!s)
 		return false;
+	s->r.bytes += bytes;
 	if (now > s->r.complete_ts)
 		s->r.complete_ts = now;
 	if (s->nvme_done_ts && s->nvme_done_ts <= now)
@@ -285,9 +292,9 @@ static __always_inline bool complete_one(struct bio *bio, __u64 now)
 	return true;
 }
 
-static __always_inline bool one_bio(struct bio *bio, __u64 now, bool complete)
+static __always_inline bool one_bio(struct bio *bio, __u64 now, bool complete, __u32 bytes)
 {
-	return complete ? complete_one(bio, now) : issue_one(bio, now);
+	return complete ? complete_one(bio, now, bytes) : issue_one(bio, now);
 }
 
 struct walk_ctx {
@@ -305,17 +312,18 @@ static long walk_bio(__u64 i, struct walk_ctx *c)
 	if (!bio)
 		return 1;
 	c->bio = BPF_CORE_READ(bio, bi_next);
-	c->tracked |= one_bio(bio, c->now, c->complete);
+	c->tracked |= one_bio(bio, c->now, c->complete, 0);
 	return 0;
 }
 
 /* Every bio of a request: the first inline (almost every request has one), the rest in a loop.
  * Returns whether any belonged to a traced I/O. */
-static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 now, bool complete)
+static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 now, bool complete,
+				    __u32 bytes)
 {
 	struct walk_ctx c = {.bio = next, .now = now, .complete = complete};
 
-	c.tracked = one_bio(first, now, complete);
+	c.tracked = one_bio(first, now, complete, bytes);
 	if (next)
 		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
 	return c.tracked;

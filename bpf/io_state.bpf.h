@@ -15,6 +15,7 @@
 #include "counters.bpf.h"
 #include "hist.bpf.h"
 #include "slots.bpf.h"
+#include "top.bpf.h"
 
 #define IO_MATCH(s, k, d) ((s)->key == (k) && (s)->disc == (d))
 /* (key, disc) -> the I/O's state, from claim to close. */
@@ -91,6 +92,8 @@ static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u
 	s->r.reap_ts = 0;
 	s->r.tgid = tgid;
 	s->r.mode = mode;
+	s->r.dev = 0;
+	s->r.bytes = 0;
 	return s;
 }
 
@@ -191,6 +194,7 @@ static __always_inline bool io_close(struct io_record *r, bool alone)
 	__u64 end = r->reap_ts;
 	bool write = r->mode & RF_WRITE;
 	__u32 m = r->mode & MODE_MASK;
+	enum route_kind route;
 
 	if (!r->queue_ts && (r->mode & RF_CACHED))
 		return io_close_cached(r, alone);
@@ -224,15 +228,18 @@ static __always_inline bool io_close(struct io_record *r, bool alone)
 	record(PH_TOTAL, end - r->submit_ts);
 	count(write ? C_WRITES : C_READS, 1);
 	if (m == MODE_AIO)
-		count_route(RK_AIO, write);
+		route = RK_AIO;
 	else if (m == MODE_SYNC)
-		count_route(RK_SYNC, write);
+		route = RK_SYNC;
 	else if (r->mode & RF_SQPOLL)
-		count_route(RK_SQPOLL, write);
+		route = RK_SQPOLL;
 	else if (r->mode & RF_IOWQ)
-		count_route(RK_IOWQ, write);
+		route = RK_IOWQ;
 	else
-		count_route(RK_URING, write);
+		route = RK_URING;
+	count_route(route, write);
+	if (targ_top)
+		top_add(r, end, route, write);
 	if (r->mode & RF_THROTTLED)
 		count_route(RK_THROTTLED, write);
 	if (r->mode & RF_SPLIT)

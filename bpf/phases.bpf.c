@@ -1327,7 +1327,7 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 		return 0;
 	now = bpf_ktime_get_ns();
 	wb_rq_issue(rq, bio, now);
-	tracked = walk_rq(bio, RQ_READ(btf, bio, bi_next), now, false);
+	tracked = walk_rq(bio, RQ_READ(btf, bio, bi_next), now, false, 0);
 	if (btf)
 		count_hw_queue(rq->mq_hctx->type, rq->mq_hctx->queue_num, tracked);
 	else
@@ -1368,7 +1368,7 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 		}
 	}
 	bio = RQ_READ(btf, rq, bio);
-	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), now, true))
+	if (bio && walk_rq(bio, RQ_READ(btf, bio, bi_next), now, true, nr_bytes))
 		count(C_BYTES, nr_bytes);
 	return 0;
 }

@@ -49,6 +49,55 @@ pub enum Command {
     /// The engine x queue-depth study: every point N times in a seeded random order, median run
     /// with min/max, the phase breakdown per point, and an HTML report.
     Sweep(SweepArgs),
+    /// Live and system-wide, like top: every process (or cgroup) doing I/O, per disk and route:
+    /// IOPS, bandwidth, each phase's p50/p99, IRQs and context switches per I/O.
+    Top(TopArgs),
+    /// 'top' without a terminal, for a service: the Prometheus (OpenMetrics) endpoint alone.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TopArgs {
+    /// Refresh every this long (1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = job::parse_duration)]
+    pub interval: Duration,
+    /// Plain text instead of the terminal UI: one table per refresh, for scripts.
+    #[arg(long)]
+    pub batch: bool,
+    /// One refresh in plain text, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// With --batch: stop after this many refreshes (0: until Ctrl-C / SIGTERM).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Rows grouped by process or by cgroup ('c' switches in the terminal UI).
+    #[arg(long, value_enum, default_value_t = crate::top::table::GroupBy::Process)]
+    pub by: crate::top::table::GroupBy,
+    /// Sort by ('s' cycles in the terminal UI): iops, bytes, or a phase's p99.
+    #[arg(long, value_enum, default_value_t = crate::top::table::SortBy::Iops)]
+    pub sort: crate::top::table::SortBy,
+    /// Rows shown in text mode (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub rows: usize,
+    /// Also serve Prometheus metrics (OpenMetrics) at http://ADDR/metrics, e.g. 127.0.0.1:9435.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Cgroups with a label of their own in the metrics; later ones are summed into "other".
+    #[arg(long, default_value_t = 50)]
+    pub cgroups: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Where to serve http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
+    pub listen: String,
+    /// How often the probes' tables are read (the exposition is as of the last read).
+    #[arg(long, default_value = "1s", value_parser = job::parse_duration)]
+    pub interval: Duration,
+    /// Cgroups with a label of their own; later ones are summed into "other".
+    #[arg(long, default_value_t = 50)]
+    pub cgroups: usize,
 }
 
 #[derive(Args, Debug)]

@@ -1,5 +1,6 @@
 //! `--events`: one record per I/O (`struct io_record`, bpf/phases.h) as the ring buffer delivers
-//! it, kept in a file: the header line `iopath.events/1` and then 64-byte native-endian records.
+//! it, kept in a file: the header line `iopath.events/2` and then 72-byte native-endian records
+//! (`iopath.events/1` files, 64-byte records without the disk and bytes, are still read).
 //! `iopath report --events FILE` turns them back into phases, exactly, per I/O. Pure: bytes in,
 //! summary out.
 
@@ -10,8 +11,11 @@ use serde::Serialize;
 
 use crate::hist::{Hist, LatSummary};
 
-pub const HEADER: &[u8] = b"iopath.events/1\n";
-pub const RECORD_SIZE: usize = 64;
+pub const HEADER: &[u8] = b"iopath.events/2\n";
+pub const RECORD_SIZE: usize = 72;
+/// The first format: the same fields without `dev` and `bytes`.
+const HEADER_V1: &[u8] = b"iopath.events/1\n";
+const RECORD_SIZE_V1: usize = 64;
 
 /// Byte offsets of `struct io_record`'s fields (bpf/phases.h), checked against the compiled
 /// layout at build time (probe/mod.rs).
@@ -25,6 +29,8 @@ pub mod off {
     pub const REAP_TS: usize = 48;
     pub const TGID: usize = 56;
     pub const MODE: usize = 60;
+    pub const DEV: usize = 64;
+    pub const BYTES: usize = 68;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -39,11 +45,16 @@ pub struct IoRecord {
     pub reap_ts: u64,
     pub tgid: u32,
     pub mode: u32,
+    /// The disk (the kernel's dev_t, major << 20 | minor); 0: not known (an events/1 file).
+    pub dev: u32,
+    /// Bytes of the requests completed for it; 0 in an events/1 file.
+    pub bytes: u32,
 }
 
 impl IoRecord {
+    /// A record of either format (`b` as long as its format's record).
     pub fn parse(b: &[u8]) -> Option<IoRecord> {
-        if b.len() < RECORD_SIZE {
+        if b.len() < RECORD_SIZE_V1 {
             return None;
         }
         let w = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
@@ -58,7 +69,14 @@ impl IoRecord {
             reap_ts: w(off::REAP_TS),
             tgid: h(off::TGID),
             mode: h(off::MODE),
+            dev: if b.len() >= RECORD_SIZE { h(off::DEV) } else { 0 },
+            bytes: if b.len() >= RECORD_SIZE { h(off::BYTES) } else { 0 },
         })
+    }
+
+    /// The disk as (major, minor) from the kernel's dev_t (MINORBITS = 20).
+    pub fn disk(&self) -> (u32, u32) {
+        (self.dev >> 20, self.dev & 0xfffff)
     }
 
     pub fn to_bytes(&self) -> [u8; RECORD_SIZE] {
@@ -74,8 +92,9 @@ impl IoRecord {
         ] {
             b[o..o + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        b[off::TGID..off::TGID + 4].copy_from_slice(&self.tgid.to_ne_bytes());
-        b[off::MODE..off::MODE + 4].copy_from_slice(&self.mode.to_ne_bytes());
+        for (o, v) in [(off::TGID, self.tgid), (off::MODE, self.mode), (off::DEV, self.dev), (off::BYTES, self.bytes)] {
+            b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        }
         b
     }
 }
@@ -135,36 +154,67 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// The records of an events file, in order, as its format has them.
+pub struct Records<R> {
+    r: R,
+    size: usize,
+    buf: [u8; RECORD_SIZE],
+    /// Bytes after the last whole record, once the input ended (a file cut short).
+    pub truncated_bytes: u64,
+}
+
+impl<R: Read> Records<R> {
+    /// Checks the header; an error names the file's problem and how to get a good one.
+    pub fn new(mut r: R) -> Result<Records<R>> {
+        let mut head = vec![0u8; HEADER.len()];
+        r.read_exact(&mut head).context("reading the events header")?;
+        let size = if head == HEADER {
+            RECORD_SIZE
+        } else if head == HEADER_V1 {
+            RECORD_SIZE_V1
+        } else {
+            bail!("not an iopath events file (expected the header 'iopath.events/2'): was it written by 'iopath trace --events-out'?");
+        };
+        Ok(Records { r, size, buf: [0; RECORD_SIZE], truncated_bytes: 0 })
+    }
+
+    /// The next record; None at the end (or at a cut record, counted in `truncated_bytes`).
+    pub fn next_record(&mut self) -> Result<Option<IoRecord>> {
+        let n = fill(&mut self.r, &mut self.buf[..self.size]).context("reading events")?;
+        if n < self.size {
+            self.truncated_bytes = n as u64;
+            return Ok(None);
+        }
+        Ok(IoRecord::parse(&self.buf[..self.size]))
+    }
+}
+
+impl IoRecord {
+    /// In order and with a request issued: its phases can be computed.
+    pub fn ordered(&self) -> bool {
+        self.submit_ts <= self.queue_ts
+            && self.queue_ts <= self.issue_ts
+            && self.issue_ts <= self.complete_ts
+            && self.complete_ts <= self.reap_ts
+            && (self.posted_ts == 0 || (self.complete_ts <= self.posted_ts && self.posted_ts <= self.reap_ts))
+            && self.issue_ts != 0
+    }
+}
+
 /// Reads an events file and summarizes it. Damaged or cut records are counted and left out; a
 /// file with no usable record is an error, not an empty table.
 pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
-    let mut head = vec![0u8; HEADER.len()];
-    r.read_exact(&mut head).context("reading the events header")?;
-    if head != HEADER {
-        bail!("not an iopath events file (expected the header 'iopath.events/1'): was it written by 'iopath trace --events-out'?");
-    }
+    let mut records = Records::new(r)?;
     let (mut sub, mut blk, mut dev, mut comp, mut posted, mut reap, mut total) =
         (Hist::new(), Hist::new(), Hist::new(), Hist::new(), Hist::new(), Hist::new(), Hist::new());
     let mut s = EventsSummary::default();
-    let mut buf = [0u8; RECORD_SIZE];
-    loop {
-        let n = fill(r, &mut buf).context("reading events")?;
-        if n < RECORD_SIZE {
-            s.truncated_bytes = n as u64;
-            break;
-        }
-        let Some(e) = IoRecord::parse(&buf) else { break };
+    while let Some(e) = records.next_record()? {
         s.records += 1;
         if !e.valid() {
             s.invalid += 1;
             continue;
         }
-        let ordered = e.submit_ts <= e.queue_ts
-            && e.queue_ts <= e.issue_ts
-            && e.issue_ts <= e.complete_ts
-            && e.complete_ts <= e.reap_ts
-            && (e.posted_ts == 0 || (e.complete_ts <= e.posted_ts && e.posted_ts <= e.reap_ts));
-        if !ordered || e.issue_ts == 0 {
+        if !e.ordered() {
             s.inconsistent += 1;
             continue;
         }
@@ -180,6 +230,7 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
         }
         total.record(e.reap_ts - e.submit_ts);
     }
+    s.truncated_bytes = records.truncated_bytes;
     s.submission = sub.summary();
     s.block = blk.summary();
     s.device = dev.summary();
@@ -259,6 +310,8 @@ mod tests {
             reap_ts: base + 115_000,
             tgid: 7,
             mode: if posted { 1 } else { 2 },
+            dev: 253 << 20,
+            bytes: 4096,
         }
     }
 
@@ -296,6 +349,12 @@ mod tests {
         file.extend_from_slice(&[0xa5; RECORD_SIZE]);
         // Cut mid-record.
         file.extend_from_slice(&rec(9, false).to_bytes()[..40]);
+        // The first format: 64-byte records, no disk.
+        let mut v1 = HEADER_V1.to_vec();
+        v1.extend_from_slice(&rec(3, true).to_bytes()[..RECORD_SIZE_V1]);
+        v1.extend_from_slice(&rec(4_000_000, false).to_bytes()[..RECORD_SIZE_V1]);
+        let s1 = summarize(&mut v1.as_slice()).unwrap();
+        assert_eq!((s1.records, s1.invalid, s1.truncated_bytes, s1.device.mean), (2, 0, 0, 100_000));
         let s = summarize(&mut file.as_slice()).unwrap();
         assert_eq!((s.records, s.invalid, s.inconsistent, s.truncated_bytes), (12, 2, 0, 40));
         assert_eq!(s.total.count, 10);

@@ -19,4 +19,5 @@ pub mod sweep_compare;
 pub mod syscall_names;
 pub mod sysconf;
 pub mod timeseries;
+pub mod top;
 pub mod trace;

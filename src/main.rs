@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         Command::Flamegraph(a) => flamegraph_cmd(a, cli.verbose),
         Command::Compare(a) => compare_cmd(a),
         Command::Sweep(a) => sweep_cmd(a),
+        Command::Top(a) => iopath::top::top_cmd(a).map(|()| ExitCode::SUCCESS),
+        Command::Serve(a) => iopath::top::serve_cmd(a).map(|()| ExitCode::SUCCESS),
     };
     match res {
         Ok(code) => code,

@@ -29,3 +29,8 @@ pub fn on_signals() {
 pub fn requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
+
+/// Requests the stop from inside (a long-running command's loop ended: its helpers follow).
+pub fn request() {
+    STOP.store(true, Ordering::Relaxed);
+}

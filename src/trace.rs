@@ -117,6 +117,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         lean,
         pagecache: flags.pagecache,
         series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
+        top: false,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -293,6 +294,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         lean: crate::probe::session::Lean::Off,
         pagecache: flags.pagecache,
         series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
+        top: false,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

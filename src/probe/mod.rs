@@ -55,6 +55,8 @@ mod record_layout {
     const _: () = assert!(offset_of!(R, reap_ts) == off::REAP_TS);
     const _: () = assert!(offset_of!(R, tgid) == off::TGID);
     const _: () = assert!(offset_of!(R, mode) == off::MODE);
+    const _: () = assert!(offset_of!(R, dev) == off::DEV);
+    const _: () = assert!(offset_of!(R, bytes) == off::BYTES);
 }
 
 // The enums of bpf/phases.h and their Rust mirrors in model.rs, every variant (one side
@@ -195,7 +197,8 @@ mod mirrors {
         counter::C_UPC_INLINE => UpcInline,
         counter::C_UPC_BIOS => UpcBios,
         counter::C_UPC_BIO_BYTES => UpcBioBytes,
-        counter::C_UPC_BYTES => UpcBytes
+        counter::C_UPC_BYTES => UpcBytes,
+        counter::C_TOP_FULL => TopFull
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

@@ -31,7 +31,7 @@ pub enum Start {
     Now,
 }
 
-fn lookup_percpu(fd: i32, key: u32, size: usize, ncpu: usize, buf: &mut Vec<u8>) -> bool {
+pub(crate) fn lookup_percpu(fd: i32, key: u32, size: usize, ncpu: usize, buf: &mut Vec<u8>) -> bool {
     let stride = size.div_ceil(8) * 8;
     buf.resize(stride * ncpu, 0);
     // SAFETY: the key is a u32 and the buffer holds one value per possible CPU, as the kernel

@@ -34,7 +34,7 @@ pub struct TraceOpts {
     pub tree: Vec<u32>,
     /// One record per reaped I/O through a ring buffer (drained every 20 ms)...
     pub events: bool,
-    /// ...kept in this file (`iopath.events/1`) when given.
+    /// ...kept in this file (`iopath.events/2`) when given.
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: no sampling).
     pub stacks: Option<super::sampler::StackOpts>,
@@ -58,6 +58,19 @@ pub struct TraceOpts {
     pub pagecache: PageCacheMode,
     /// The time series: its interval and where its time starts (None: not sampled).
     pub series: Option<(std::time::Duration, super::series::Start)>,
+    /// `iopath top` / `serve`: every closed I/O also counted per (process, disk, route,
+    /// direction) in the `top` map.
+    pub top: bool,
+}
+
+/// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
+#[derive(Clone, Debug)]
+pub struct LiveMaps {
+    pub top: i32,
+    pub phase_counters: i32,
+    pub count_counters: i32,
+    /// Every hook of the session: its name, whether it attached, and how (tp_btf, raw_tp ...).
+    pub hooks: Vec<(String, bool, String)>,
 }
 
 /// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
@@ -186,6 +199,7 @@ fn configure_phases(
         let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
         ro.targ_tgid = opts.tgid;
         ro.targ_events = opts.events;
+        ro.targ_top = opts.top;
         ro.targ_tree = !opts.tree.is_empty();
         ro.targ_app_stamp = opts.app_stamp;
         ro.targ_empty = opts.empty_probes;
@@ -267,6 +281,11 @@ fn failing_prog(log_line: &str) -> Option<String> {
 
 /// Attaches, runs `workload`, and returns its result with what the probes saw.
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
+    trace_live(opts, |_| workload())
+}
+
+/// `trace`, the workload given the maps it may read while it runs (`iopath top`).
+pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
     let has = |g: &str, n: &str| tfs.has_event(g, n);
     let ksyms = super::kallsyms::lookup(&[super::features::OWNER_SYMBOLS, super::features::STACK_SYMBOLS].concat());
@@ -896,7 +915,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
             let _ = go.send(());
             h
         });
-        result = Some(workload());
+        result = Some(workload(LiveMaps {
+            top: phases.maps.top.as_fd().as_raw_fd(),
+            phase_counters: series_fds.phase_counters,
+            count_counters: series_fds.count_counters,
+            hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
+        }));
         set_enabled(0);
         drop(posted);
         stop_poll.store(true, Ordering::Relaxed);

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * iopath top: every closed I/O of the system into one row per (process, disk, route,
+ * direction). One hash lookup and six atomic adds an I/O, only when targ_top is set.
+ */
+#ifndef IOPATH_TOP_BPF_H
+#define IOPATH_TOP_BPF_H
+
+#include "phases.h"
+#include "hist.bpf.h"
+
+/* Set by `iopath top` / `serve` alone: a trace pays nothing for it. */
+const volatile bool targ_top = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TOP_MAX_KEYS);
+	__type(key, struct top_key);
+	__type(value, struct top_val);
+} top SEC(".maps");
+
+/* A zeroed value to insert from: too large for the BPF stack (6.6 KiB). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct top_val);
+} top_zero SEC(".maps");
+
+static __always_inline __u32 top_slot(__u64 v)
+{
+	__u64 msb, sub;
+
+	if (v < (1ULL << TOP_MIN_MSB))
+		return 0;
+	msb = log2_u64(v);
+	if (msb > TOP_MAX_MSB)
+		return TOP_SLOTS - 1;
+	sub = (v >> (msb - TOP_SUB_BITS)) & (TOP_SUB - 1);
+	return 1 + ((msb - TOP_MIN_MSB) << TOP_SUB_BITS) + sub;
+}
+
+/* Atomic: a key is shared by every CPU its process's I/Os complete on. */
+static __always_inline void top_phase(struct top_val *v, __u32 p, __u64 ns)
+{
+	__u32 slot = top_slot(ns);
+
+	if (p >= TOP_PHASES)
+		return;
+	if (slot >= TOP_SLOTS)
+		slot = TOP_SLOTS - 1;
+	slot += p * TOP_SLOTS;
+	/* Keep the bound check and the access on one register, or the verifier loses the bound. */
+	barrier_var(slot);
+	if (slot >= TOP_PHASES * TOP_SLOTS)
+		return;
+	barrier_var(slot);
+	__sync_fetch_and_add(&v->slots[slot], 1);
+	__sync_fetch_and_add(&v->sum[p], ns);
+}
+
+/* One closed, ordered I/O (io_close checked the order): its four phases, end at `end`. */
+static __always_inline void top_add(struct io_record *r, __u64 end, __u16 route, bool write)
+{
+	struct top_key k = {.tgid = r->tgid, .dev = r->dev, .route = route, .write = write};
+	struct top_val *v;
+	__u32 zero = 0;
+
+	v = bpf_map_lookup_elem(&top, &k);
+	if (!v) {
+		struct top_val *z = bpf_map_lookup_elem(&top_zero, &zero);
+
+		/* Another CPU may insert it first (EEXIST): the lookup after finds either one. */
+		if (z)
+			bpf_map_update_elem(&top, &k, z, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&top, &k);
+		if (!v) {
+			count(C_TOP_FULL, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->ios, 1);
+	__sync_fetch_and_add(&v->bytes, r->bytes);
+	top_phase(v, 0, r->queue_ts - r->submit_ts);
+	top_phase(v, 1, r->issue_ts - r->queue_ts);
+	top_phase(v, 2, r->complete_ts - r->issue_ts);
+	top_phase(v, 3, end - r->complete_ts);
+}
+
+#endif /* IOPATH_TOP_BPF_H */

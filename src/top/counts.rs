@@ -1,0 +1,211 @@
+//! What the kernel keeps per (process, disk, route, direction) for `iopath top` (`struct
+//! top_key` / `struct top_val`, bpf/phases.h), and the arithmetic on it: differences between
+//! two reads, sums over rows, quantiles. Pure.
+
+use serde::{Deserialize, Serialize};
+
+/// Mirrors bpf/phases.h (asserted against the skeleton's types in probe/mod.rs).
+pub const TOP_SUB_BITS: u32 = 3;
+pub const TOP_MIN_MSB: u32 = 10;
+pub const TOP_MAX_MSB: u32 = 35;
+pub const TOP_SLOTS: usize = 1 + ((TOP_MAX_MSB - TOP_MIN_MSB + 1) << TOP_SUB_BITS) as usize;
+pub const TOP_PHASES: usize = 4;
+/// The phases in the kernel's order, as metrics and columns name them.
+pub const PHASE_NAMES: [&str; TOP_PHASES] = ["submission", "block", "device", "completion"];
+
+/// One row of the kernel's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Key {
+    pub tgid: u32,
+    /// The kernel's dev_t (major << 20 | minor).
+    pub dev: u32,
+    /// `enum route_kind` of the submit route.
+    pub route: u16,
+    pub write: bool,
+}
+
+impl Key {
+    pub fn major_minor(&self) -> (u32, u32) {
+        (self.dev >> 20, self.dev & 0xfffff)
+    }
+}
+
+/// The submit route's name (`enum route_kind`, the routes a top row can have).
+pub fn route_name(route: u16) -> &'static str {
+    match route {
+        0 => "uring",
+        1 => "sqpoll",
+        2 => "iowq",
+        3 => "aio",
+        4 => "sync",
+        _ => "other",
+    }
+}
+
+/// Closed I/Os, their bytes and phases: cumulative as read, or a difference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub ios: u64,
+    pub bytes: u64,
+    /// Nanoseconds per phase.
+    pub sum: [u64; TOP_PHASES],
+    /// Phase p's buckets at p * TOP_SLOTS.
+    pub slots: Vec<u64>,
+}
+
+impl Default for Counts {
+    fn default() -> Counts {
+        Counts { ios: 0, bytes: 0, sum: [0; TOP_PHASES], slots: vec![0; TOP_PHASES * TOP_SLOTS] }
+    }
+}
+
+/// Bucket `i`'s bounds in ns: [lower, upper); the last is open (u64::MAX).
+pub fn bucket_bounds(i: usize) -> (u64, u64) {
+    if i == 0 {
+        return (0, 1 << TOP_MIN_MSB);
+    }
+    let j = (i - 1) as u64;
+    let msb = TOP_MIN_MSB as u64 + (j >> TOP_SUB_BITS);
+    let sub = j & ((1 << TOP_SUB_BITS) - 1);
+    let step = 1u64 << (msb - TOP_SUB_BITS as u64);
+    let lower = (1u64 << msb) + sub * step;
+    if i == TOP_SLOTS - 1 {
+        (lower, u64::MAX)
+    } else {
+        (lower, lower + step)
+    }
+}
+
+impl Counts {
+    /// From the kernel's value: ios, bytes, sum[4], slots[4 * TOP_SLOTS], native-endian u64s.
+    pub fn from_bytes(b: &[u8]) -> Option<Counts> {
+        let w = |i: usize| b.get(i * 8..i * 8 + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap_or([0; 8])));
+        let mut c = Counts { ios: w(0)?, bytes: w(1)?, ..Default::default() };
+        for p in 0..TOP_PHASES {
+            c.sum[p] = w(2 + p)?;
+        }
+        for (i, s) in c.slots.iter_mut().enumerate() {
+            *s = w(2 + TOP_PHASES + i)?;
+        }
+        Some(c)
+    }
+
+    pub fn add(&mut self, o: &Counts) {
+        self.ios += o.ios;
+        self.bytes += o.bytes;
+        for p in 0..TOP_PHASES {
+            self.sum[p] += o.sum[p];
+        }
+        for (a, b) in self.slots.iter_mut().zip(&o.slots) {
+            *a += b;
+        }
+    }
+
+    /// What happened since `earlier` (a key deleted and made again counts from zero).
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        if earlier.ios > self.ios {
+            return self.clone();
+        }
+        Counts {
+            ios: self.ios - earlier.ios,
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            sum: std::array::from_fn(|p| self.sum[p].saturating_sub(earlier.sum[p])),
+            slots: self.slots.iter().zip(&earlier.slots).map(|(a, b)| a.saturating_sub(*b)).collect(),
+        }
+    }
+
+    pub fn phase(&self, p: usize) -> &[u64] {
+        &self.slots[p * TOP_SLOTS..(p + 1) * TOP_SLOTS]
+    }
+
+    pub fn phase_count(&self, p: usize) -> u64 {
+        self.phase(p).iter().sum()
+    }
+
+    /// Quantile q of phase p in ns, interpolated linearly inside its bucket (as Prometheus'
+    /// histogram_quantile does); None without I/O.
+    pub fn quantile(&self, p: usize, q: f64) -> Option<u64> {
+        let slots = self.phase(p);
+        let n: u64 = slots.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = q * n as f64;
+        let mut seen = 0u64;
+        for (i, &c) in slots.iter().enumerate() {
+            if c > 0 && (seen + c) as f64 >= rank {
+                let (lo, hi) = bucket_bounds(i);
+                if hi == u64::MAX {
+                    return Some(lo);
+                }
+                let into = ((rank - seen as f64) / c as f64).clamp(0.0, 1.0);
+                return Some(lo + ((hi - lo) as f64 * into) as u64);
+            }
+            seen += c;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The buckets as bpf/top.bpf.h's top_slot files values.
+    fn slot_of(v: u64) -> usize {
+        if v < 1 << TOP_MIN_MSB {
+            return 0;
+        }
+        let msb = 63 - v.leading_zeros() as u64;
+        if msb > TOP_MAX_MSB as u64 {
+            return TOP_SLOTS - 1;
+        }
+        let sub = (v >> (msb - TOP_SUB_BITS as u64)) & ((1 << TOP_SUB_BITS) - 1);
+        (1 + ((msb - TOP_MIN_MSB as u64) << TOP_SUB_BITS) + sub) as usize
+    }
+
+    #[test]
+    fn buckets_tile_the_axis_and_hold_their_values() {
+        assert_eq!(TOP_SLOTS, 209);
+        for i in 1..TOP_SLOTS {
+            assert_eq!(bucket_bounds(i - 1).1, bucket_bounds(i).0, "bucket {i}");
+        }
+        for v in [0u64, 1023, 1024, 1151, 1152, 99_999, 1 << 35, (1 << 36) - 1, 1 << 40] {
+            let (lo, hi) = bucket_bounds(slot_of(v));
+            assert!(lo <= v && v < hi, "{v} in [{lo}, {hi})");
+        }
+        // A bucket's width is at most 1/8 of its lower bound (above the first).
+        for i in 1..TOP_SLOTS - 1 {
+            let (lo, hi) = bucket_bounds(i);
+            assert!((hi - lo) * 8 <= lo, "bucket {i}");
+        }
+    }
+
+    #[test]
+    fn quantiles_differences_and_bytes() {
+        let mut c = Counts::default();
+        // 99 device times of 100 us, one of 5 ms.
+        for v in std::iter::repeat(100_000).take(99).chain([5_000_000]) {
+            c.slots[2 * TOP_SLOTS + slot_of(v)] += 1;
+            c.sum[2] += v;
+            c.ios += 1;
+        }
+        let p50 = c.quantile(2, 0.5).unwrap();
+        assert!((94_000..=106_000).contains(&p50), "{p50}");
+        let p999 = c.quantile(2, 0.999).unwrap();
+        assert!((4_500_000..=5_300_000).contains(&p999), "{p999}");
+        assert_eq!(c.quantile(0, 0.5), None, "no submission recorded: unknown, not 0");
+        let mut later = c.clone();
+        later.add(&c);
+        let d = later.since(&c);
+        assert_eq!(d, c);
+        // A key deleted and made again: the new count is the difference.
+        assert_eq!(c.since(&later), c);
+        let mut raw = Vec::new();
+        for w in [c.ios, c.bytes].iter().chain(&c.sum).chain(&c.slots) {
+            raw.extend_from_slice(&w.to_ne_bytes());
+        }
+        assert_eq!(Counts::from_bytes(&raw), Some(c));
+        assert_eq!(Counts::from_bytes(&raw[..100]), None);
+    }
+}

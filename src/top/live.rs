@@ -1,0 +1,246 @@
+//! Reads a `Snapshot` from the running probes (the `top` map, the lost-event counters) and from
+//! /proc and /sys (who each process is, its context switches, each disk's interrupts), and keeps
+//! the kernel's table bounded: the rows of processes that exited are read one last time, then
+//! deleted (their counts live on in the exporter's cumulative series).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::Counter;
+use crate::probe::session::LiveMaps;
+use crate::sysconf::{self, SysRoots};
+
+use super::counts::{Counts, Key};
+use super::table::{Proc, Snapshot};
+
+/// The counters a top shows as "not counted", with the reason it prints.
+const LOST: &[(Counter, &str)] = &[
+    (Counter::TopFull, "top table full"),
+    (Counter::InflightFull, "in-flight table full"),
+    (Counter::ExpiredDone, "expired (never closed)"),
+    (Counter::Disordered, "out of order"),
+    (Counter::Unlinked, "no request linked"),
+    (Counter::ReapOverflow, "reap overflow"),
+    (Counter::BiosUntagged, "bios of no known I/O"),
+];
+const KERNEL: &[(Counter, &str)] = &[
+    (Counter::IommuMap, "iommu_map"),
+    (Counter::IommuUnmap, "iommu_unmap"),
+    (Counter::DmaMap, "dma_map"),
+    (Counter::DmaUnmap, "dma_unmap"),
+];
+
+pub struct Reader {
+    maps: LiveMaps,
+    roots: SysRoots,
+    ncpu: usize,
+    buf: Vec<u8>,
+    /// Who each process is, read when first seen (a process's name and cgroup rarely change,
+    /// and it may be gone by the next read).
+    known: HashMap<u32, (String, String)>,
+    /// dev_t -> name and the disk's interrupt vectors, read at start and on an unknown dev_t.
+    devs: BTreeMap<u32, String>,
+    vectors: BTreeMap<u32, Vec<u32>>,
+    /// Kernel rows deleted so far (exited processes).
+    pub evicted: u64,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Voluntary + involuntary switches of every thread of `tgid` (None: gone).
+fn ctx_switches(roots: &SysRoots, tgid: u32) -> Option<u64> {
+    let dir = std::fs::read_dir(roots.proc.join(format!("{tgid}/task"))).ok()?;
+    let mut n = 0;
+    for t in dir.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("status")) else { continue };
+        for l in text.lines() {
+            if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:")) {
+                n += v.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Some(n)
+}
+
+/// The process's I/O cgroup: blkio (v1) where mounted, else the unified hierarchy's path.
+fn io_cgroup(roots: &SysRoots, tgid: u32) -> Option<String> {
+    let c = sysconf::cgroup_io(roots, tgid)?;
+    let unified = std::fs::read_to_string(roots.proc.join(format!("{tgid}/cgroup")))
+        .ok()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned)));
+    c.blkio.or(c.unified).or(unified)
+}
+
+fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
+    std::fs::read_to_string(roots.proc.join(format!("{tgid}/comm"))).ok().map(|s| s.trim().to_owned())
+}
+
+impl Reader {
+    pub fn new(maps: LiveMaps) -> anyhow::Result<Reader> {
+        let mut r = Reader {
+            maps,
+            roots: SysRoots::live(),
+            ncpu: libbpf_rs::num_possible_cpus()?,
+            buf: Vec::new(),
+            known: HashMap::new(),
+            devs: BTreeMap::new(),
+            vectors: BTreeMap::new(),
+            evicted: 0,
+        };
+        r.read_devs();
+        Ok(r)
+    }
+
+    /// Every block device and partition by dev_t (/sys/class/block/*/dev "MAJ:MIN").
+    fn read_devs(&mut self) {
+        self.devs.clear();
+        self.vectors.clear();
+        for e in std::fs::read_dir(self.roots.sys.join("class/block")).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(mm) = std::fs::read_to_string(e.path().join("dev")) else { continue };
+            let Some((ma, mi)) = mm.trim().split_once(':') else { continue };
+            let (Ok(ma), Ok(mi)) = (ma.parse::<u32>(), mi.parse::<u32>()) else { continue };
+            let dev = (ma << 20) | mi;
+            // A partition's interrupts are its disk's.
+            let disk = std::fs::canonicalize(e.path())
+                .ok()
+                .and_then(|p| {
+                    let parent = p.parent()?;
+                    parent.join("dev").exists().then(|| parent.file_name()?.to_str().map(str::to_owned)).flatten()
+                })
+                .unwrap_or_else(|| name.clone());
+            let irqs = sysconf::device_irqs(&self.roots, &disk);
+            if !irqs.is_empty() {
+                self.vectors.insert(dev, irqs);
+            }
+            self.devs.insert(dev, name);
+        }
+    }
+
+    fn counter(&mut self, c: Counter) -> u64 {
+        let mut n = 0;
+        for fd in [self.maps.phase_counters, self.maps.count_counters] {
+            if crate::probe::series::lookup_percpu(fd, c as u32, 8, self.ncpu, &mut self.buf) {
+                n += self.buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum::<u64>();
+            }
+        }
+        n
+    }
+
+    /// Every row of the kernel's table, by key.
+    fn rows(&mut self) -> BTreeMap<Key, Counts> {
+        let fd = self.maps.top;
+        let mut out = BTreeMap::new();
+        let mut key = [0u8; 16];
+        let mut next = [0u8; 16];
+        let mut value = vec![0u8; 8 * (2 + super::counts::TOP_PHASES * (1 + super::counts::TOP_SLOTS))];
+        let mut first = true;
+        loop {
+            // SAFETY: key buffers of the map's key size (struct top_key, 16 bytes); a null key
+            // starts the walk.
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_map_get_next_key(
+                    fd,
+                    if first { std::ptr::null() } else { key.as_ptr().cast() },
+                    next.as_mut_ptr().cast(),
+                )
+            };
+            if rc != 0 {
+                break;
+            }
+            first = false;
+            key = next;
+            // SAFETY: the value buffer is the map's value size (struct top_val).
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast())
+            };
+            if rc != 0 {
+                continue;
+            }
+            let h = |o: usize| u32::from_ne_bytes(key[o..o + 4].try_into().unwrap_or([0; 4]));
+            let k = Key {
+                tgid: h(0),
+                dev: h(4),
+                route: u16::from_ne_bytes([key[8], key[9]]),
+                write: u16::from_ne_bytes([key[10], key[11]]) != 0,
+            };
+            if let Some(c) = Counts::from_bytes(&value) {
+                out.insert(k, c);
+            }
+        }
+        out
+    }
+
+    fn delete(&mut self, k: &Key) {
+        let mut key = [0u8; 16];
+        key[0..4].copy_from_slice(&k.tgid.to_ne_bytes());
+        key[4..8].copy_from_slice(&k.dev.to_ne_bytes());
+        key[8..10].copy_from_slice(&k.route.to_ne_bytes());
+        key[10..12].copy_from_slice(&(k.write as u16).to_ne_bytes());
+        // SAFETY: a key of the map's key size.
+        if unsafe { libbpf_rs::libbpf_sys::bpf_map_delete_elem(self.maps.top, key.as_ptr().cast()) } == 0 {
+            self.evicted += 1;
+        }
+    }
+
+    /// One read. Rows of processes gone are in it for their last time, and deleted from the
+    /// kernel's table (`forget` then drops them from the previous snapshot's baseline).
+    pub fn read(&mut self) -> Snapshot {
+        let t_ns = monotonic_ns();
+        let rows = self.rows();
+        if rows.keys().any(|k| !self.devs.contains_key(&k.dev)) {
+            self.read_devs();
+        }
+        let mut procs = BTreeMap::new();
+        let mut gone = Vec::new();
+        for k in rows.keys() {
+            if procs.contains_key(&k.tgid) {
+                continue;
+            }
+            let alive = self.roots.proc.join(k.tgid.to_string()).exists();
+            if !alive {
+                gone.push(k.tgid);
+            }
+            let (c, cg) = match self.known.get(&k.tgid) {
+                Some(x) => x.clone(),
+                None => {
+                    let x = (
+                        comm(&self.roots, k.tgid).unwrap_or_else(|| "?".into()),
+                        io_cgroup(&self.roots, k.tgid).unwrap_or_else(|| "?".into()),
+                    );
+                    if alive {
+                        self.known.insert(k.tgid, x.clone());
+                    }
+                    x
+                }
+            };
+            procs.insert(k.tgid, Proc { comm: c, cgroup: cg, ctx: ctx_switches(&self.roots, k.tgid) });
+        }
+        let ints = sysconf::interrupts(&self.roots);
+        let irqs = self
+            .vectors
+            .iter()
+            .map(|(dev, v)| (*dev, v.iter().filter_map(|i| ints.get(i)).map(|(n, _)| n).sum::<u64>()))
+            .collect();
+        let lost = LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect();
+        let kernel = KERNEL.iter().map(|(c, what)| (what.to_string(), self.counter(*c))).collect();
+        for t in gone {
+            self.known.remove(&t);
+            for k in rows.keys().filter(|k| k.tgid == t).copied().collect::<Vec<_>>() {
+                self.delete(&k);
+            }
+        }
+        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel }
+    }
+}
+
+/// After a read: rows deleted from the kernel start again from zero, so the baseline for the
+/// next frame drops them (a process id reused later counts afresh).
+pub fn forget_gone(s: &mut Snapshot) {
+    let gone: Vec<u32> = s.procs.iter().filter(|(_, p)| p.ctx.is_none()).map(|(t, _)| *t).collect();
+    s.rows.retain(|k, _| !gone.contains(&k.tgid));
+}

@@ -1,0 +1,321 @@
+//! The Prometheus side of `iopath top --listen` / `iopath serve`: cumulative series kept in
+//! userspace from each frame's differences (so a process's kernel rows can be deleted when it
+//! exits and its counts still never go back), encoded as OpenMetrics by prometheus-client.
+//!
+//! Cardinality is bounded: series are (disk, cgroup, route, op); the first `cap` cgroups seen
+//! doing I/O (the busiest first within a refresh) keep their own label, every later one is
+//! summed into cgroup="other". Histogram buckets are the kernel's (8 a power of two, 1 us to
+//! 69 s); a series exposes a bucket once data fell next to it and from then on (Prometheus
+//! needs a series' `le` set stable), so an idle series costs a few lines, not 209.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+
+use super::counts::{bucket_bounds, route_name, Counts, PHASE_NAMES, TOP_PHASES, TOP_SLOTS};
+use super::table::Snapshot;
+
+/// The label value every cgroup beyond the cap is summed into.
+pub const OTHER: &str = "other";
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeriesKey {
+    pub disk: String,
+    pub cgroup: String,
+    pub route: &'static str,
+    pub op: &'static str,
+}
+
+#[derive(Clone, Debug)]
+struct Series {
+    counts: Counts,
+    /// Buckets exposed (sticky), per phase at p * TOP_SLOTS.
+    shown: Vec<bool>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Exporter {
+    cap: usize,
+    admitted: BTreeSet<String>,
+    /// Cgroups summed into "other" so far.
+    folded: BTreeSet<String>,
+    series: BTreeMap<SeriesKey, Series>,
+    irqs: BTreeMap<String, u64>,
+    ctx: BTreeMap<String, u64>,
+    lost: BTreeMap<String, u64>,
+    kernel: BTreeMap<String, u64>,
+    hooks: Vec<(String, bool, String)>,
+    pub refreshes: u64,
+}
+
+impl Exporter {
+    pub fn new(cap: usize, hooks: Vec<(String, bool, String)>) -> Exporter {
+        Exporter { cap, hooks, ..Default::default() }
+    }
+
+    /// The cgroups folded into "other" are tracked by name only up to 4096 (a fleet host can
+    /// churn through many containers; the count is what matters).
+    fn label(&mut self, cgroup: &str) -> String {
+        if self.admitted.contains(cgroup) {
+            return cgroup.to_owned();
+        }
+        if self.admitted.len() < self.cap {
+            self.admitted.insert(cgroup.to_owned());
+            return cgroup.to_owned();
+        }
+        if self.folded.len() < 4096 {
+            self.folded.insert(cgroup.to_owned());
+        }
+        OTHER.to_owned()
+    }
+
+    /// Adds what happened between two reads.
+    pub fn absorb(&mut self, prev: &Snapshot, cur: &Snapshot) {
+        self.refreshes += 1;
+        let empty = Counts::default();
+        let mut moved: Vec<(super::counts::Key, Counts)> = cur
+            .rows
+            .iter()
+            .map(|(k, c)| (*k, c.since(prev.rows.get(k).unwrap_or(&empty))))
+            .filter(|(_, d)| d.ios > 0)
+            .collect();
+        // The busiest first: within one refresh they are admitted first.
+        moved.sort_by(|a, b| b.1.ios.cmp(&a.1.ios));
+        let cgroup_of = |tgid: u32| cur.procs.get(&tgid).map_or("?".to_owned(), |p| p.cgroup.clone());
+        let mut seen_tgid = BTreeSet::new();
+        for (k, d) in &moved {
+            let cg = self.label(&cgroup_of(k.tgid));
+            let disk = cur.devs.get(&k.dev).cloned().unwrap_or_else(|| format!("{}:{}", k.dev >> 20, k.dev & 0xfffff));
+            let key = SeriesKey { disk, cgroup: cg.clone(), route: route_name(k.route), op: if k.write { "write" } else { "read" } };
+            let s = self
+                .series
+                .entry(key)
+                .or_insert_with(|| Series { counts: Counts::default(), shown: vec![false; TOP_PHASES * TOP_SLOTS] });
+            s.counts.add(d);
+            for p in 0..TOP_PHASES {
+                let ph = d.phase(p);
+                for (i, &c) in ph.iter().enumerate() {
+                    if c > 0 {
+                        // The bucket and the one below: its lower bound is an `le` too.
+                        s.shown[p * TOP_SLOTS + i] = true;
+                        if i > 0 {
+                            s.shown[p * TOP_SLOTS + i - 1] = true;
+                        }
+                    }
+                }
+            }
+            if seen_tgid.insert(k.tgid) {
+                let now = cur.procs.get(&k.tgid).and_then(|p| p.ctx);
+                let before = prev.procs.get(&k.tgid).and_then(|p| p.ctx).unwrap_or(0);
+                if let Some(n) = now {
+                    *self.ctx.entry(cg).or_default() += n.saturating_sub(before);
+                }
+            }
+        }
+        for (dev, n) in &cur.irqs {
+            let disk = cur.devs.get(dev).cloned().unwrap_or_else(|| dev.to_string());
+            let d = n.saturating_sub(prev.irqs.get(dev).copied().unwrap_or(*n));
+            *self.irqs.entry(disk).or_default() += d;
+        }
+        for (why, n) in &cur.lost {
+            *self.lost.entry(why.clone()).or_default() += n.saturating_sub(prev.lost.get(why).copied().unwrap_or(0));
+        }
+        for (what, n) in &cur.kernel {
+            *self.kernel.entry(what.clone()).or_default() += n.saturating_sub(prev.kernel.get(what).copied().unwrap_or(0));
+        }
+    }
+
+    pub fn series_count(&self) -> usize {
+        self.series.len()
+    }
+
+    /// The whole exposition, OpenMetrics text (ends with "# EOF").
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register_collector(Box::new(View(self.clone())));
+        let mut out = String::with_capacity(64 << 10);
+        prometheus_client::encoding::text::encode(&mut out, &reg)?;
+        Ok(out)
+    }
+}
+
+#[derive(Debug)]
+struct View(Exporter);
+
+type Labels = Vec<(String, String)>;
+
+fn labels(k: &SeriesKey) -> Labels {
+    vec![
+        ("disk".into(), k.disk.clone()),
+        ("cgroup".into(), k.cgroup.clone()),
+        ("route".into(), k.route.into()),
+        ("op".into(), k.op.into()),
+    ]
+}
+
+/// A counter family from (labels, value) pairs.
+fn counters(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    rows: impl Iterator<Item = (Labels, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
+    for (l, v) in rows {
+        m.encode_family(&l)?.encode_counter::<Labels, u64, f64>(&v, None)?;
+    }
+    Ok(())
+}
+
+impl prometheus_client::collector::Collector for View {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &self.0;
+        {
+            let mut m = enc.encode_descriptor(
+                "iopath_io_latency",
+                "Time each closed I/O spent in each phase (submission: syscall to first bio queued; block: \
+                 queued to issued; device: issued to completed; completion: completed to reaped)",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (k, s) in &e.series {
+                for (p, phase) in PHASE_NAMES.iter().enumerate() {
+                    // prometheus-client takes each bucket's own count and sums them itself;
+                    // f64::MAX is its "+Inf".
+                    let slots = s.counts.phase(p);
+                    let (mut cum, mut given) = (0u64, 0u64);
+                    let mut buckets = Vec::new();
+                    for (i, &c) in slots.iter().enumerate() {
+                        cum += c;
+                        let hi = bucket_bounds(i).1;
+                        if s.shown[p * TOP_SLOTS + i] && hi != u64::MAX {
+                            buckets.push((hi as f64 / 1e9, cum - given));
+                            given = cum;
+                        }
+                    }
+                    buckets.push((f64::MAX, cum - given));
+                    let mut l = labels(k);
+                    l.push(("phase".into(), (*phase).into()));
+                    m.encode_family(&l)?.encode_histogram::<Labels>(s.counts.sum[p] as f64 / 1e9, cum, &buckets, None)?;
+                }
+            }
+        }
+        counters(
+            &mut enc,
+            "iopath_ios",
+            "Closed I/Os",
+            None,
+            e.series.iter().map(|(k, s)| (labels(k), s.counts.ios)),
+        )?;
+        counters(
+            &mut enc,
+            "iopath_io",
+            "Bytes of the requests completed for the I/Os",
+            Some(&Unit::Bytes),
+            e.series.iter().map(|(k, s)| (labels(k), s.counts.bytes)),
+        )?;
+        counters(
+            &mut enc,
+            "iopath_irqs",
+            "Interrupts on the disk's own vectors (disks without vectors of their own, loop or zram, have none)",
+            None,
+            e.irqs.iter().map(|(d, v)| (vec![("disk".to_owned(), d.clone())], *v)),
+        )?;
+        counters(
+            &mut enc,
+            "iopath_context_switches",
+            "Context switches of the processes doing I/O, all their threads",
+            None,
+            e.ctx.iter().map(|(c, v)| (vec![("cgroup".to_owned(), c.clone())], *v)),
+        )?;
+        counters(
+            &mut enc,
+            "iopath_kernel_events",
+            "IOMMU and DMA mapping events (iommu:map/unmap, dma map/unmap) on the whole system",
+            None,
+            e.kernel.iter().map(|(w, v)| (vec![("event".to_owned(), w.clone())], *v)),
+        )?;
+        counters(
+            &mut enc,
+            "iopath_lost_events",
+            "I/Os the probes saw but could not count, by reason (never silently dropped)",
+            None,
+            e.lost.iter().map(|(w, v)| (vec![("reason".to_owned(), w.clone())], *v)),
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "iopath_cgroups_folded",
+                "Cgroups beyond the label cap, summed into cgroup=\"other\"",
+                None,
+                MetricType::Gauge,
+            )?;
+            m.encode_gauge(&(e.folded.len() as i64))?;
+        }
+        {
+            let mut m = enc.encode_descriptor("iopath_probe", "The probe set: every hook, attached or not, and how", None, MetricType::Info)?;
+            for (name, attached, via) in &e.hooks {
+                let l: Labels = vec![
+                    ("hook".into(), name.clone()),
+                    ("attached".into(), attached.to_string()),
+                    ("via".into(), if via.is_empty() { "-".into() } else { via.clone() }),
+                ];
+                m.encode_info(&l)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::counts::Key;
+    use super::super::table::Proc;
+    use super::*;
+
+    fn snap(n: u64, cgroups: &[(u32, &str)]) -> Snapshot {
+        let mut s = Snapshot { t_ns: n * 1_000_000_000, ..Default::default() };
+        for (tgid, cg) in cgroups {
+            let mut c = Counts { ios: n * 10, bytes: n * 40960, ..Default::default() };
+            // Device times of ~100 us: bucket 1 + (16-10)*8 + 4 = [98304, 106496).
+            c.slots[2 * TOP_SLOTS + 53] = n * 10;
+            c.sum[2] = n * 10 * 100_000;
+            s.rows.insert(Key { tgid: *tgid, dev: 7 << 20, route: 4, write: false }, c);
+            s.procs.insert(*tgid, Proc { comm: "dd".into(), cgroup: cg.to_string(), ctx: Some(n * 3) });
+        }
+        s.devs.insert(7 << 20, "loop0".into());
+        s.lost.insert("table full".into(), n);
+        s
+    }
+
+    #[test]
+    fn exposition_counts_caps_cgroups_and_keeps_buckets_sparse() {
+        let cg: Vec<(u32, String)> = (1..=5).map(|i| (i, format!("/c{i}"))).collect();
+        let cgs: Vec<(u32, &str)> = cg.iter().map(|(t, c)| (*t, c.as_str())).collect();
+        let mut e = Exporter::new(3, vec![("block:block_rq_issue".into(), true, "tp_btf".into())]);
+        e.absorb(&Snapshot::default(), &snap(1, &cgs));
+        e.absorb(&snap(1, &cgs), &snap(2, &cgs));
+        assert_eq!(e.series_count(), 4, "3 cgroups and 'other'");
+        let text = e.encode().unwrap();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("# TYPE iopath_io_latency_seconds histogram"), "{text}");
+        // 20 I/Os per cgroup so far; 'other' holds two cgroups' worth.
+        assert!(text.contains(r#"iopath_ios_total{disk="loop0",cgroup="other",route="sync",op="read"} 40"#), "{text}");
+        assert!(text.contains(r#"iopath_ios_total{disk="loop0",cgroup="/c1",route="sync",op="read"} 20"#), "{text}");
+        assert!(text.contains(r#"iopath_io_bytes_total{disk="loop0",cgroup="/c1",route="sync",op="read"} 81920"#), "{text}");
+        assert!(text.contains("iopath_cgroups_folded 2"), "{text}");
+        assert!(text.contains(r#"iopath_lost_events_total{reason="table full"} 2"#), "{text}");
+        assert!(text.contains(r#"iopath_probe_info{hook="block:block_rq_issue",attached="true",via="tp_btf"} 1"#), "{text}");
+        // The device phase: the data's bucket and the one below it, then +Inf; no other bucket.
+        let dev_c1: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("iopath_io_latency_seconds_bucket") && l.contains("/c1") && l.contains("device"))
+            .collect();
+        assert_eq!(dev_c1.len(), 3, "{dev_c1:?}");
+        assert!(dev_c1[0].contains("le=\"0.000098304\"") && dev_c1[0].ends_with(" 0"), "{dev_c1:?}");
+        assert!(dev_c1[1].contains("le=\"0.000106496\"") && dev_c1[1].ends_with(" 20"), "{dev_c1:?}");
+        assert!(dev_c1[2].contains("le=\"+Inf\"") && dev_c1[2].ends_with(" 20"), "{dev_c1:?}");
+    }
+}

@@ -1,0 +1,190 @@
+//! `iopath top` and `iopath serve`: the probes attached system-wide for as long as it runs, the
+//! kernel's per-(process, disk, route, direction) table read every interval, shown as a live
+//! table (terminal UI or text) and/or served to Prometheus.
+//!
+//! counts: the kernel's table and its arithmetic; table: frames and their text; metrics: the
+//! exposition; live: reading the probes and /proc; tui: the terminal UI; http: the endpoint.
+
+pub mod counts;
+mod http;
+pub mod live;
+pub mod metrics;
+pub mod table;
+mod tui;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::cli::{ServeArgs, TopArgs};
+use crate::probe::session::{self, LiveMaps, TraceOpts};
+use table::{GroupBy, SortBy};
+
+/// The exposition as of the last refresh, whole: a scrape gets one refresh's numbers or the
+/// previous one's, never a mix or a cut.
+pub type Exposition = Arc<Mutex<Arc<String>>>;
+
+/// What the refresh loop shows each frame.
+enum Show {
+    Tui,
+    Text { count: u64, rows: usize },
+    Nothing,
+}
+
+struct Loop {
+    interval: Duration,
+    by: GroupBy,
+    sort: SortBy,
+    show: Show,
+    exposition: Option<Exposition>,
+    cgroups: usize,
+}
+
+fn opts() -> TraceOpts {
+    TraceOpts {
+        // Every process: system-wide.
+        tgid: 0,
+        // SAFETY: gettid has no preconditions.
+        exclude_tids: vec![unsafe { libc::gettid() } as u32],
+        top: true,
+        ..Default::default()
+    }
+}
+
+fn check() -> Result<()> {
+    crate::trace::check_can_trace(&crate::sysconf::SysRoots::live())
+}
+
+pub fn top_cmd(a: TopArgs) -> Result<()> {
+    crate::job::check_interval(a.interval)?;
+    if a.once && a.count > 0 {
+        bail!("--once is one refresh; --count N is N refreshes with --batch: give one of them");
+    }
+    let show = if a.once {
+        Show::Text { count: 1, rows: a.rows }
+    } else if a.batch {
+        Show::Text { count: a.count, rows: a.rows }
+    } else {
+        use std::io::IsTerminal;
+        if !std::io::stdout().is_terminal() {
+            bail!("iopath top's live view needs a terminal: use --batch (or --once) for text, or 'iopath serve' for metrics alone");
+        }
+        if a.count > 0 {
+            bail!("--count applies to --batch: add --batch, or drop --count");
+        }
+        Show::Tui
+    };
+    run(
+        Loop { interval: a.interval, by: a.by, sort: a.sort, show, exposition: None, cgroups: a.cgroups },
+        a.listen.as_deref(),
+    )
+}
+
+pub fn serve_cmd(a: ServeArgs) -> Result<()> {
+    crate::job::check_interval(a.interval)?;
+    run(
+        Loop {
+            interval: a.interval,
+            by: GroupBy::Process,
+            sort: SortBy::Iops,
+            show: Show::Nothing,
+            exposition: None,
+            cgroups: a.cgroups,
+        },
+        Some(&a.listen),
+    )
+}
+
+fn run(mut l: Loop, listen: Option<&str>) -> Result<()> {
+    check()?;
+    crate::stop::on_signals();
+    // Bound before the probes load: a taken port fails fast, with nothing attached.
+    let listener = listen.map(http::bind).transpose()?;
+    std::thread::scope(|s| -> Result<()> {
+        let server = listener.map(|lst| {
+            let exp: Exposition = Arc::new(Mutex::new(Arc::new(String::new())));
+            l.exposition = Some(exp.clone());
+            s.spawn(move || http::serve(lst, exp))
+        });
+        let r = session::trace_live(&opts(), |maps| refresh_loop(&l, maps));
+        // The server stops with the loop (it polls the same stop request).
+        crate::stop::request();
+        if let Some(h) = server {
+            let _ = h.join();
+        }
+        r.map(|_| ())
+    })
+}
+
+/// Waits until `deadline`, returning early on a stop request.
+fn sleep_until(deadline: Instant) {
+    while !crate::stop::requested() {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+fn refresh_loop(l: &Loop, maps: LiveMaps) -> Result<()> {
+    let mut exporter = metrics::Exporter::new(l.cgroups, maps.hooks.clone());
+    let mut reader = live::Reader::new(maps)?;
+    let publish = |e: &metrics::Exporter| -> Result<()> {
+        if let Some(x) = &l.exposition {
+            let text = Arc::new(e.encode().map_err(|_| anyhow::anyhow!("encoding the metrics failed"))?);
+            *x.lock().unwrap_or_else(|p| p.into_inner()) = text;
+        }
+        Ok(())
+    };
+    publish(&exporter)?;
+    let mut prev = reader.read();
+    live::forget_gone(&mut prev);
+    let mut tui = match l.show {
+        Show::Tui => Some(tui::Tui::start(l.by, l.sort)?),
+        _ => None,
+    };
+    let mut next = Instant::now() + l.interval;
+    let mut frames = 0u64;
+    let out = loop {
+        if let Some(t) = tui.as_mut() {
+            match t.wait_until(next) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        } else {
+            sleep_until(next);
+        }
+        if crate::stop::requested() {
+            break Ok(());
+        }
+        next += l.interval;
+        let mut cur = reader.read();
+        exporter.absorb(&prev, &cur);
+        publish(&exporter)?;
+        match &l.show {
+            Show::Text { count, rows } => {
+                let f = table::frame(&prev, &cur, l.by, l.sort);
+                let mut o = std::io::stdout().lock();
+                table::render_text(&f, l.by, l.sort, *rows, &mut o)?;
+                std::io::Write::flush(&mut o)?;
+                frames += 1;
+                if *count > 0 && frames >= *count {
+                    break Ok(());
+                }
+            }
+            Show::Tui => {
+                if let Some(t) = tui.as_mut() {
+                    t.show(&prev, &cur)?;
+                }
+            }
+            Show::Nothing => {}
+        }
+        live::forget_gone(&mut cur);
+        prev = cur;
+    };
+    drop(tui);
+    out
+}
