@@ -10,10 +10,13 @@ cd "$(dirname "$0")/.."
 # (renders and prints the pages), poppler-utils (pdftoppm, pdftotext: reads the printed PDF).
 # Route tests: strace (the independent syscall count). Benchmarks: bpftrace, python3. Real
 # applications traced by the tests: sqlite3, postgresql-15 (initdb, postgres, pgbench); bpftrace
-# is their reference on the same run.
+# is their reference on the same run. Fleet tests: tmux (drives `iopath top`), prometheus (scrapes
+# `iopath serve`), python3-protobuf (reads the Perfetto trace with its own protobuf runtime), Go
+# (`go tool pprof` reads the profiles; Debian's golang-go where no Go is installed).
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
       e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 curl ca-certificates
-      sqlite3 postgresql-15)
+      sqlite3 postgresql-15 tmux prometheus)
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || PKGS+=(golang-go)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

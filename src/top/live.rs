@@ -12,7 +12,9 @@ use crate::sysconf::{self, SysRoots};
 use super::counts::{Counts, Key};
 use super::table::{Proc, Snapshot};
 
-/// The counters a top shows as "not counted", with the reason it prints.
+/// The counters a top shows as "not counted", with the reason it prints. Bios of no
+/// application I/O (a flusher's writeback, a journal commit) are not among them: they are not
+/// an application's I/O lost, and top does not claim to show them.
 const LOST: &[(Counter, &str)] = &[
     (Counter::TopFull, "top table full"),
     (Counter::InflightFull, "in-flight table full"),
@@ -20,7 +22,6 @@ const LOST: &[(Counter, &str)] = &[
     (Counter::Disordered, "out of order"),
     (Counter::Unlinked, "no request linked"),
     (Counter::ReapOverflow, "reap overflow"),
-    (Counter::BiosUntagged, "bios of no known I/O"),
 ];
 const KERNEL: &[(Counter, &str)] = &[
     (Counter::IommuMap, "iommu_map"),

@@ -1,0 +1,286 @@
+//! `iopath top` and `iopath serve` against what the workload measured itself: the terminal UI
+//! driven in tmux, the text mode, and a real Prometheus server scraping the endpoint.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The bundled generator in the background, its JSON report to `out`.
+fn generator(args: &[&str], out: &Path) -> Child {
+    Command::new(bin())
+        .arg("run")
+        .args(args)
+        .args(["--json", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the generator starts")
+}
+
+fn finish(mut c: Child, out: &Path) -> Value {
+    assert!(c.wait().unwrap().success(), "the generator failed");
+    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+}
+
+/// The generator's own IOPS over its seconds [from, to) (its per-second time series).
+fn own_iops(r: &Value, from: usize, to: usize) -> f64 {
+    let pts = r["timeseries"]["points"].as_array().unwrap();
+    let v: Vec<f64> = pts[from..to.min(pts.len())].iter().map(|p| p["iops"].as_f64().unwrap()).collect();
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// A tmux session of our own, killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn start(name: &str, cmd: &str) -> Tmux {
+        let _ = Command::new("tmux").args(["kill-session", "-t", name]).status();
+        sh("tmux", &["new-session", "-d", "-s", name, "-x", "220", "-y", "40", cmd]);
+        Tmux(name.into())
+    }
+
+    fn screen(&self) -> String {
+        sh("tmux", &["capture-pane", "-p", "-t", &self.0])
+    }
+
+    fn keys(&self, k: &str) {
+        sh("tmux", &["send-keys", "-t", &self.0, k]);
+    }
+
+    fn alive(&self) -> bool {
+        Command::new("tmux").args(["has-session", "-t", &self.0]).stderr(Stdio::null()).status().unwrap().success()
+    }
+
+    /// Waits until the screen shows `what`.
+    fn wait_for(&self, what: &str, secs: u64) -> String {
+        let end = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if s.contains(what) || Instant::now() > end {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
+    }
+}
+
+/// The IOPS column of the row whose PID is `pid`, and the row.
+fn row_of(screen: &str, pid: u32) -> Option<(f64, String)> {
+    screen.lines().find(|l| l.split_whitespace().next() == Some(&pid.to_string())).map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        // PID COMM CGROUP DISK ROUTE OP IOPS ...
+        (cols[6].parse().unwrap(), l.to_owned())
+    })
+}
+
+#[test]
+fn top_shows_the_generators_row_with_its_own_iops() {
+    require_root();
+    let _s = serial();
+    let d = scratch("top-tui");
+    let dev = LoopDev::direct(&d.join("backing"), 256);
+    let tmux = Tmux::start("iopath-top-test", &format!("{} top --sort iops", bin()));
+    assert!(tmux.wait_for("iopath top", 20).contains("iopath top"), "{}", tmux.screen());
+    let out = d.join("run.json");
+    let g = generator(&["--engine", "uring", "--qd", "8", "--device", &dev.0, "--runtime", "8s"], &out);
+    let pid = g.id();
+    // Three refreshes inside the run's steady part (seconds 2..6), each read after a refresh.
+    let mut seen = Vec::new();
+    std::thread::sleep(Duration::from_millis(2500));
+    for _ in 0..3 {
+        let s = tmux.screen();
+        if let Some(r) = row_of(&s, pid) {
+            seen.push(r);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Keys: sort by bandwidth, group by cgroup, quit.
+    tmux.keys("s");
+    let sorted = tmux.wait_for("sorted by MB/s", 5);
+    tmux.keys("c");
+    let grouped = tmux.wait_for("by cgroup", 5);
+    let r = finish(g, &out);
+    tmux.keys("q");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!tmux.alive(), "q quits");
+    assert!(sorted.contains("sorted by MB/s"), "{sorted}");
+    assert!(grouped.contains("by cgroup"), "{grouped}");
+    assert!(seen.len() >= 2, "the generator's row (pid {pid}) on screen: {seen:?}");
+    let (iops, row) = &seen[seen.len() / 2];
+    assert!(row.contains("uring") && row.contains("read") && row.contains(dev.0.trim_start_matches("/dev/")), "{row}");
+    let own = own_iops(&r, 2, 6);
+    let off = (iops - own).abs() / own;
+    assert!(off <= 0.10, "top showed {iops:.0} IOPS, the generator measured {own:.0} over the same seconds ({:.1}% off)", off * 100.0);
+}
+
+#[test]
+fn top_batch_counts_every_io_of_a_run() {
+    require_root();
+    let _s = serial();
+    let d = scratch("top-batch");
+    let dev = LoopDev::direct(&d.join("backing"), 256);
+    let top = Command::new(bin())
+        .args(["top", "--batch", "--count", "6", "--by", "process"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = d.join("run.json");
+    let g = generator(&["--engine", "psync", "--jobs", "2", "--device", &dev.0, "--ios", "20000"], &out);
+    let pid = g.id();
+    let r = finish(g, &out);
+    let o = top.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // Every frame's row of the generator: psync is the sync route, and its I/Os add up to the
+    // generator's count (the row's IOPS x the frame's seconds).
+    let mut ios = 0.0;
+    let mut frame_s = 0.0;
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("iopath top: ") {
+            frame_s = rest.split(" in ").nth(1).and_then(|x| x.split(' ').next()).unwrap().parse::<f64>().unwrap();
+        } else if l.split_whitespace().next() == Some(&pid.to_string()) {
+            assert!(l.contains(" sync ") && l.contains(" read "), "{l}");
+            ios += l.split_whitespace().nth(6).unwrap().parse::<f64>().unwrap() * frame_s;
+        }
+    }
+    let own = r["ios"].as_f64().unwrap();
+    assert!((ios - own).abs() <= own * 0.01 + 2.0, "top counted {ios:.0} I/Os, the generator did {own}:\n{text}");
+}
+
+/// A Prometheus server of ours (Debian's package), scraping `target` every second, with its
+/// data in `dir`; stopped on drop.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: &str, port: u16) -> Prometheus {
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: iopath\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("prometheus (Debian's package; scripts/setup.sh installs it)");
+        Prometheus { child, port }
+    }
+
+    /// An instant query's answer (Null while the server is not up yet).
+    fn query(&self, q: &str) -> Value {
+        let out = Command::new("curl")
+            .args(["-s", "--get", "--data-urlencode", &format!("query={q}")])
+            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    /// The first sample's value of an instant query (None: no data yet).
+    fn value(&self, q: &str) -> Option<f64> {
+        let v = self.query(q);
+        v["data"]["result"].as_array()?.first()?["value"][1].as_str()?.parse().ok()
+    }
+
+    fn target_up(&self) -> bool {
+        self.value("up{job=\"iopath\"}") == Some(1.0)
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn prometheus_scrapes_serve_and_its_quantile_matches_the_trace() {
+    require_root();
+    let _s = serial();
+    let d = scratch("top-prometheus");
+    let dev = LoopDev::direct(&d.join("backing"), 256);
+    let disk = dev.0.trim_start_matches("/dev/").to_owned();
+    let serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:19435"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prom = Prometheus::start(&d, "127.0.0.1:19435", 19090);
+    wait("Prometheus to scrape iopath", 60, || prom.target_up());
+    // The same run traced by iopath itself: its device-phase p99 is the reference.
+    let r = json_of("trace", &["--engine", "aio", "--qd", "4", "--device", &dev.0, "--runtime", "4s"]);
+    let own_p99 = r["phases"]["device"]["p99_ns"].as_f64().unwrap() / 1e9;
+    let ios = r["ios"].as_f64().unwrap();
+    // The run's I/Os, all scraped (the counter holds still once the run ended).
+    let sel = format!("disk=\"{disk}\",route=\"aio\",op=\"read\"");
+    wait("the run's I/Os in Prometheus", 30, || {
+        prom.value(&format!("sum(iopath_ios_total{{{sel}}})")).is_some_and(|n| n >= ios * 0.99)
+    });
+    let scraped = prom.value(&format!("sum(iopath_ios_total{{{sel}}})")).unwrap();
+    eprintln!("scraped {scraped} I/Os, the trace {ios}");
+    assert!((scraped - ios).abs() <= ios * 0.01, "Prometheus holds {scraped} I/Os, the trace counted {ios}");
+    let q = prom
+        .value(&format!(
+            "histogram_quantile(0.99, sum by (le) (increase(iopath_io_latency_seconds_bucket{{{sel},phase=\"device\"}}[1m])))"
+        ))
+        .expect("a device-phase quantile");
+    let off = (q - own_p99).abs() / own_p99;
+    eprintln!("device p99: Prometheus {:.1} us, the trace {:.1} us", q * 1e6, own_p99 * 1e6);
+    assert!(
+        off <= 0.10,
+        "histogram_quantile(0.99) of the device phase {:.1} us, the trace's own p99 {:.1} us ({:.1}% off)",
+        q * 1e6,
+        own_p99 * 1e6,
+        off * 100.0
+    );
+    // The probe set and the lost-event counters are exported too.
+    assert!(prom.value("count(iopath_probe_info{attached=\"true\"})").unwrap() >= 5.0);
+    assert!(prom.value("count(iopath_lost_events_total)").unwrap() >= 5.0);
+    // SIGTERM: the probes detach and it exits cleanly.
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let o = serve.wait_with_output().unwrap();
+    assert!(o.status.success(), "serve on SIGTERM: {}", String::from_utf8_lossy(&o.stderr));
+    // The kernel frees a closed program shortly after its last link and fd go (measured: up to
+    // ~2 s here): poll.
+    let gone = || !sh("bpftool", &["prog", "show"]).contains("name rq_complete_btf");
+    wait("serve's programs to be unloaded after SIGTERM", 15, gone);
+}
