@@ -228,6 +228,10 @@ pub struct TraceArgs {
     /// Off-CPU time with stacks (sched_switch): offcpu.folded + offcpu.svg.
     #[arg(long)]
     pub offcpu: bool,
+    /// Also write the sampled stacks as gzipped pprof profiles (oncpu.pb.gz, offcpu.pb.gz) for
+    /// go tool pprof, Pyroscope or Parca.
+    #[arg(long)]
+    pub pprof: bool,
     /// Sample every process on every CPU, not only the traced ones (kernel threads too: loop workers).
     #[arg(long)]
     pub all_cpus: bool,

@@ -81,6 +81,9 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, true) => None,
     };
     let sampling = a.flamegraph || a.offcpu;
+    if a.pprof && !sampling {
+        anyhow::bail!("--pprof writes the sampled stacks: add --flamegraph (on-CPU) and/or --offcpu");
+    }
     check_and_say(a.json.as_deref(), a.out.as_deref())?;
     check_log_prefix(a.job.common.log_prefix.as_deref())?;
     let flags = iopath::trace::TraceFlags {
@@ -133,7 +136,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     if let (Some(dir), Some(stacks)) = (&out, &raw.stacks) {
         let (title, subtitle) = rep.headline();
         // A finished trace is never dropped for its pictures: the report says what failed.
-        match iopath::flame::write_graphs(stacks, dir, &title, &subtitle) {
+        match iopath::flame::write_graphs(stacks, dir, &title, &subtitle, a.pprof.then_some(rep.runtime_ns)) {
             Ok(g) => rep.flamegraphs = Some(g),
             Err(e) => rep.warnings.push(format!("flamegraphs not written: {e:#}")),
         }

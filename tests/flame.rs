@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -236,4 +237,104 @@ fn differential_graph_of_two_folded_files() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("bad.folded") && err.contains("line 1"), "{err}");
+}
+
+fn go() -> &'static str {
+    ["go", "/usr/local/go/bin/go"]
+        .into_iter()
+        .find(|g| std::process::Command::new(g).arg("version").output().is_ok_and(|o| o.status.success()))
+        .expect("Go (go tool pprof; scripts/setup.sh installs golang-go where none is)")
+}
+
+/// `go tool pprof -top`'s rows: (flat, cum, function name) in its order (by cum with `cum`).
+fn pprof_top(profile: &Path, cum: bool) -> (String, Vec<(f64, f64, String)>) {
+    let mut args = vec!["tool", "pprof", "-top", "-nodecount=40", "-unit=ns"];
+    if cum {
+        args.push("-cum");
+    }
+    args.push(profile.to_str().unwrap());
+    let out = sh(go(), &args);
+    let rows = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            let flat = c.first()?.trim_end_matches("ns").parse::<f64>().ok()?;
+            let cum = c.get(3)?.trim_end_matches("ns").parse::<f64>().ok()?;
+            Some((flat, cum, c[5..].join(" ")))
+        })
+        .collect();
+    (out, rows)
+}
+
+/// The folded file's frames by their own (leaf) and inclusive weight, as pprof names them.
+fn folded_weights(folded: &str) -> (HashMap<String, u64>, HashMap<String, u64>) {
+    let (mut flat, mut incl): (HashMap<String, u64>, HashMap<String, u64>) = Default::default();
+    for l in folded.lines() {
+        let Some((stack, n)) = l.rsplit_once(' ') else { continue };
+        let n = n.parse::<u64>().unwrap();
+        // The process name is a label in the profile, not a frame.
+        let frames: Vec<&str> = stack.split(';').skip(1).map(|f| f.trim_end_matches("_[k]")).collect();
+        if let Some(leaf) = frames.last() {
+            *flat.entry(leaf.to_string()).or_default() += n;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for f in frames {
+            if seen.insert(f) {
+                *incl.entry(f.to_owned()).or_default() += n;
+            }
+        }
+    }
+    (flat, incl)
+}
+
+/// Each of pprof's first `n` rows has the folded file's weight for that frame, and no more than
+/// `n - 1` frames of the folded file weigh more (ties may be listed in any order).
+fn same_top(what: &str, rows: &[(String, f64)], folded: &HashMap<String, u64>, unit: u64, n: usize) {
+    assert!(!rows.is_empty(), "{what}: no rows");
+    for (frame, v) in rows.iter().take(n) {
+        // pprof shortens long C++/Rust names for display, keeping their tail
+        // ("std::sys::pal::unix::thread::Thread::new::thread_start" shows as "::new::thread_start").
+        let close = |w: &u64| ((*w * unit) as f64 - v).abs() <= (*w * unit) as f64 * 0.01 + 1.0;
+        let w = folded
+            .iter()
+            .filter(|(f, _)| *f == frame || f.ends_with(frame.as_str()))
+            .map(|(_, w)| w)
+            .find(|w| close(w))
+            .unwrap_or_else(|| panic!("{what}: {frame} with {v} not in the folded file"));
+        let heavier = folded.values().filter(|m| **m > *w).count();
+        assert!(heavier < n, "{what}: {frame} is not among the folded file's top {n}");
+    }
+}
+
+#[test]
+fn pprof_profiles_read_by_go_tool_pprof_match_the_folded_files() {
+    require_root();
+    let _s = serial();
+    let d = scratch("flame-pprof");
+    let f = d.join("data");
+    let out = d.join("out");
+    let o = iopath(&[
+        "trace", "--engine", "aio", "--qd", "8", "--file", f.to_str().unwrap(), "--size", "64m", "--runtime", "2s",
+        "--flamegraph", "--offcpu", "--pprof", "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let period = 1_000_000_000 / 997;
+    for (name, unit) in [("oncpu", period), ("offcpu", 1)] {
+        let (flat, incl) = folded_weights(&read(&out.join(format!("{name}.folded"))));
+        let profile = out.join(format!("{name}.pb.gz"));
+        let (text, by_flat) = pprof_top(&profile, false);
+        assert!(text.contains(if name == "oncpu" { "Type: cpu" } else { "Type: offcpu" }), "{text}");
+        // The top frames by own weight (pprof's values in ns: samples x period on-CPU)...
+        let rows: Vec<(String, f64)> = by_flat.iter().filter(|r| r.0 > 0.0).map(|r| (r.2.clone(), r.0)).collect();
+        same_top(&format!("{name} flat"), &rows, &flat, unit, 5);
+        // ... and by inclusive weight.
+        let (_, by_cum) = pprof_top(&profile, true);
+        let rows: Vec<(String, f64)> = by_cum.iter().map(|r| (r.2.clone(), r.1)).collect();
+        same_top(&format!("{name} cum"), &rows, &incl, unit, 8);
+    }
+    // Kernel frames are marked: pprof lists them under the kernel's mapping.
+    let raw = sh(go(), &["tool", "pprof", "-raw", out.join("oncpu.pb.gz").to_str().unwrap()]);
+    assert!(raw.lines().any(|l| l.contains(" do_syscall_64 [kernel.kallsyms]")), "{raw}");
 }

@@ -5,6 +5,7 @@
 pub mod fold;
 pub mod iopath_frames;
 pub mod perf;
+pub mod pprof;
 pub mod render;
 pub mod symbolize;
 
@@ -25,6 +26,9 @@ pub struct Graph {
     pub stacks: usize,
     /// The frames with the largest inclusive share (process names left out), largest first.
     pub top_frames: Vec<(String, f64)>,
+    /// The same stacks as a gzipped pprof profile (`--pprof`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pprof: Option<PathBuf>,
 }
 
 /// What `--flamegraph` / `--offcpu` wrote, for the report.
@@ -68,8 +72,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// Symbolizes, folds and renders the sampled stacks into `dir` (oncpu.* and offcpu.*).
-pub fn write_graphs(stacks: &RawStacks, dir: &Path, title: &str, subtitle: &str) -> Result<FlameSummary> {
+/// Symbolizes, folds and renders the sampled stacks into `dir` (oncpu.* and offcpu.*), and with
+/// `pprof` (the collection's length, ns) writes them as pprof profiles too (oncpu.pb.gz ...).
+pub fn write_graphs(
+    stacks: &RawStacks,
+    dir: &Path,
+    title: &str,
+    subtitle: &str,
+    pprof: Option<u64>,
+) -> Result<FlameSummary> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let comms: std::collections::BTreeSet<String> =
         stacks.oncpu.iter().chain(&stacks.offcpu).map(|s| s.comm.clone()).collect();
@@ -94,7 +105,21 @@ pub fn write_graphs(stacks: &RawStacks, dir: &Path, title: &str, subtitle: &str)
         let top_frames =
             fold::inclusive_shares(&lines).into_iter().filter(|(f, _)| !comms.contains(f)).take(20).collect();
         let total = lines.iter().map(|(_, n)| n).sum();
-        Ok((Graph { folded, svg: svg_path, total, stacks: lines.len(), top_frames }, sym))
+        let pprof = match pprof {
+            Some(duration_ns) => {
+                let kind = if name == "offcpu" {
+                    pprof::Kind::OffCpu
+                } else {
+                    pprof::Kind::OnCpu { period_ns: 1_000_000_000 / stacks.freq_hz.max(1) }
+                };
+                let p = dir.join(format!("{name}.pb.gz"));
+                std::fs::write(&p, pprof::profile(&lines, kind, duration_ns))
+                    .with_context(|| format!("writing {}", p.display()))?;
+                Some(p)
+            }
+            None => None,
+        };
+        Ok((Graph { folded, svg: svg_path, total, stacks: lines.len(), top_frames, pprof }, sym))
     };
     let (oncpu, on_sym) = match stacks.oncpu.is_empty() && !stacks.offcpu.is_empty() {
         true => (None, None),
@@ -173,6 +198,7 @@ pub fn write_from_perf(input: &Path, dir: &Path) -> Result<Graph> {
         folded,
         svg: svg_path,
         total: lines.iter().map(|(_, n)| n).sum(),
+        pprof: None,
         stacks: lines.len(),
         top_frames: fold::inclusive_shares(&lines).into_iter().take(20).collect(),
     })
