@@ -16,6 +16,14 @@
 #define MAX_IRQ 4096
 
 volatile __u32 enabled = 0;
+/* --perfetto: each interrupt on the filtered vectors also as a time stamp. */
+const volatile bool targ_irq_stamps = false;
+
+/* Sized by userspace when targ_irq_stamps (a page otherwise). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} irq_stamps SEC(".maps");
 
 /* IRQ numbers of the target device (userspace fills it from sysfs msi_irqs / /proc/interrupts). */
 struct {
@@ -40,8 +48,16 @@ static __always_inline int on_irq(int irq)
 	if (!enabled || k >= MAX_IRQ)
 		return 0;
 	want = bpf_map_lookup_elem(&irq_filter, &k);
-	if (want && *want)
-		count(C_IRQ, 1);
+	if (!want || !*want)
+		return 0;
+	count(C_IRQ, 1);
+	if (targ_irq_stamps) {
+		struct irq_stamp st = {.ts = bpf_ktime_get_ns(), .irq = k, .cpu = bpf_get_smp_processor_id()};
+
+		/* No wakeup: drained on the events poller's 20 ms timer. */
+		if (bpf_ringbuf_output(&irq_stamps, &st, sizeof(st), BPF_RB_NO_WAKEUP))
+			count(C_RB_DROPS, 1);
+	}
 	return 0;
 }
 

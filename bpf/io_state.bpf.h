@@ -94,6 +94,8 @@ static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u
 	s->r.mode = mode;
 	s->r.dev = 0;
 	s->r.bytes = 0;
+	s->r.tid = (__u32)bpf_get_current_pid_tgid();
+	s->r.pad = 0;
 	return s;
 }
 

@@ -287,8 +287,17 @@ struct io_record {
 	__u32 mode;  /* enum submit_mode | enum route_flag */
 	__u32 dev;   /* the disk its first bio was queued on (the kernel's dev_t: major << 20 | minor) */
 	__u32 bytes; /* bytes of the requests completed for it */
+	__u32 tid;   /* the thread that submitted it (an SQPOLL thread, for SQPOLL) */
+	__u32 pad;
 };
-_Static_assert(sizeof(struct io_record) == 72, "io_record is the 72-byte events/2 record");
+_Static_assert(sizeof(struct io_record) == 80, "io_record is the 80-byte events/2 record");
+
+/* An interrupt on a traced disk's vectors, when --events keeps a timeline (--perfetto). */
+struct irq_stamp {
+	__u64 ts;
+	__u32 irq;
+	__u32 cpu;
+};
 
 /*
  * iopath top: closed I/Os per (process, disk, route, direction), cumulative; userspace takes

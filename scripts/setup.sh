@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # `iopath serve`), python3-protobuf (reads the Perfetto trace with its own protobuf runtime), Go
 # (`go tool pprof` reads the profiles; Debian's golang-go where no Go is installed).
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
-      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 curl ca-certificates
+      e2fsprogs util-linux fio bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 python3-venv curl ca-certificates
       sqlite3 postgresql-15 tmux prometheus)
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || PKGS+=(golang-go)
 missing=()
@@ -46,3 +46,10 @@ fi
 
 cargo build --release --locked
 echo "setup: built $(pwd)/target/release/iopath"
+
+# The Perfetto test's independent reader: the perfetto package's compiled protos, which need a
+# newer protobuf runtime than Debian's, in a venv of the build's own.
+if ! target/pyenv/bin/python -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null; then
+  python3 -m venv target/pyenv
+  target/pyenv/bin/pip install -q 'perfetto==0.59.1' 'protobuf>=6.31.1,<7'
+fi

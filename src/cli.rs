@@ -228,6 +228,11 @@ pub struct TraceArgs {
     /// Off-CPU time with stacks (sched_switch): offcpu.folded + offcpu.svg.
     #[arg(long)]
     pub offcpu: bool,
+    /// Write every I/O as a Perfetto trace (ui.perfetto.dev): a track per thread and per disk
+    /// queue, each I/O's phases as slices joined by a flow, the disk's interrupts as instants.
+    /// Turns on --events.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<std::path::PathBuf>,
     /// Also write the sampled stacks as gzipped pprof profiles (oncpu.pb.gz, offcpu.pb.gz) for
     /// go tool pprof, Pyroscope or Parca.
     #[arg(long)]

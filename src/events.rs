@@ -1,5 +1,5 @@
 //! `--events`: one record per I/O (`struct io_record`, bpf/phases.h) as the ring buffer delivers
-//! it, kept in a file: the header line `iopath.events/2` and then 72-byte native-endian records
+//! it, kept in a file: the header line `iopath.events/2` and then 80-byte native-endian records
 //! (`iopath.events/1` files, 64-byte records without the disk and bytes, are still read).
 //! `iopath report --events FILE` turns them back into phases, exactly, per I/O. Pure: bytes in,
 //! summary out.
@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::hist::{Hist, LatSummary};
 
 pub const HEADER: &[u8] = b"iopath.events/2\n";
-pub const RECORD_SIZE: usize = 72;
+pub const RECORD_SIZE: usize = 80;
 /// The first format: the same fields without `dev` and `bytes`.
 const HEADER_V1: &[u8] = b"iopath.events/1\n";
 const RECORD_SIZE_V1: usize = 64;
@@ -31,6 +31,7 @@ pub mod off {
     pub const MODE: usize = 60;
     pub const DEV: usize = 64;
     pub const BYTES: usize = 68;
+    pub const TID: usize = 72;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -49,6 +50,8 @@ pub struct IoRecord {
     pub dev: u32,
     /// Bytes of the requests completed for it; 0 in an events/1 file.
     pub bytes: u32,
+    /// The thread that submitted it; 0 in an events/1 file.
+    pub tid: u32,
 }
 
 impl IoRecord {
@@ -71,6 +74,7 @@ impl IoRecord {
             mode: h(off::MODE),
             dev: if b.len() >= RECORD_SIZE { h(off::DEV) } else { 0 },
             bytes: if b.len() >= RECORD_SIZE { h(off::BYTES) } else { 0 },
+            tid: if b.len() >= RECORD_SIZE { h(off::TID) } else { 0 },
         })
     }
 
@@ -92,7 +96,9 @@ impl IoRecord {
         ] {
             b[o..o + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        for (o, v) in [(off::TGID, self.tgid), (off::MODE, self.mode), (off::DEV, self.dev), (off::BYTES, self.bytes)] {
+        for (o, v) in
+            [(off::TGID, self.tgid), (off::MODE, self.mode), (off::DEV, self.dev), (off::BYTES, self.bytes), (off::TID, self.tid)]
+        {
             b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
         }
         b
@@ -312,6 +318,7 @@ mod tests {
             mode: if posted { 1 } else { 2 },
             dev: 253 << 20,
             bytes: 4096,
+            tid: 8,
         }
     }
 

@@ -11,6 +11,8 @@ pub mod job;
 pub mod loadgen;
 pub mod model;
 pub mod output;
+pub mod pb;
+pub mod perfetto;
 pub mod probe;
 pub mod report;
 pub mod stop;

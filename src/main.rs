@@ -81,6 +81,12 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, true) => None,
     };
     let sampling = a.flamegraph || a.offcpu;
+    if let Some(p) = &a.perfetto {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            anyhow::bail!("--perfetto {}: the folder {} does not exist: create it or give another path", p.display(), dir.display());
+        }
+    }
     if a.pprof && !sampling {
         anyhow::bail!("--pprof writes the sampled stacks: add --flamegraph (on-CPU) and/or --offcpu");
     }
@@ -107,6 +113,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         },
         pagecache: a.pagecache,
         interval: a.job.common.interval,
+        perfetto: a.perfetto.clone(),
     };
     if external.is_some() {
         iopath::job::check_interval(a.job.common.interval)?;

@@ -325,6 +325,12 @@ pub struct RawTrace {
     pub stuck_done: u64,
     /// `--events`: records received from the ring buffer (None when off).
     pub events_received: Option<u64>,
+    /// `--perfetto`: interrupts on the traced disks' vectors, in arrival order (not in raw.json:
+    /// the timeline file holds them), and those beyond the memory cap.
+    #[serde(skip)]
+    pub irq_stamps: Vec<IrqStamp>,
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub irq_stamps_dropped: u64,
     /// --events-out: what went wrong writing the file (a full disk), with how many records it
     /// kept; None when every record received was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -529,4 +535,26 @@ mod tests {
         assert_eq!((h.count, h.sum, h.max), (6, 6000, 1000));
         assert_eq!(h.slots, vec![(bpf_slot(1000) as u32, 6)]);
     }
+}
+
+/// One interrupt (`struct irq_stamp`, bpf/phases.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqStamp {
+    pub ts: u64,
+    pub irq: u32,
+    pub cpu: u32,
+}
+
+impl IrqStamp {
+    pub fn parse(b: &[u8]) -> Option<IrqStamp> {
+        Some(IrqStamp {
+            ts: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
+            irq: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
+            cpu: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
+        })
+    }
+}
+
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -71,6 +71,19 @@ pub fn block_devices(roots: &SysRoots) -> Vec<BlockQueue> {
     names.iter().map(|n| block_queue(roots, n)).collect()
 }
 
+/// Every block device and partition by the kernel's dev_t (major << 20 | minor), from
+/// /sys/class/block/*/dev ("MAJ:MIN").
+pub fn dev_names(roots: &SysRoots) -> std::collections::BTreeMap<u32, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in fs::read_dir(roots.sys.join("class/block")).into_iter().flatten().flatten() {
+        let Some(mm) = read_trim(&e.path().join("dev")) else { continue };
+        let Some((ma, mi)) = mm.split_once(':') else { continue };
+        let (Ok(ma), Ok(mi)) = (ma.parse::<u32>(), mi.parse::<u32>()) else { continue };
+        out.insert((ma << 20) | mi, e.file_name().to_string_lossy().into_owned());
+    }
+    out
+}
+
 pub fn block_queue(roots: &SysRoots, name: &str) -> BlockQueue {
     let dev = roots.sys.join("block").join(name);
     let q = dev.join("queue");

@@ -41,6 +41,67 @@ pub struct TraceFlags {
     pub pagecache: crate::probe::session::PageCacheMode,
     /// The time series' interval (a traced command or process; the generator's is the job's).
     pub interval: std::time::Duration,
+    /// `--perfetto FILE`: the events (kept in FILE.events while tracing unless --events-out
+    /// names a file) and the disks' interrupt stamps, written as a Perfetto trace after.
+    pub perfetto: Option<std::path::PathBuf>,
+}
+
+impl TraceFlags {
+    fn events_on(&self) -> bool {
+        self.events || self.events_out.is_some() || self.perfetto.is_some()
+    }
+
+    /// Where the records go: --events-out, else next to the Perfetto file for the conversion.
+    fn events_file(&self) -> Option<std::path::PathBuf> {
+        self.events_out.clone().or_else(|| self.perfetto.as_ref().map(|p| p.with_extension("events.tmp")))
+    }
+}
+
+fn perfetto_file(flags: &TraceFlags, raw: &RawTrace, irqs: &[u32]) -> Result<Option<crate::report::PerfettoFile>> {
+    Ok(write_perfetto(flags, raw, irqs)?.map(|w| crate::report::PerfettoFile {
+        path: flags.perfetto.clone().unwrap_or_default(),
+        ios: w.ios,
+        skipped: w.skipped,
+        irqs: w.irqs,
+        tracks: w.tracks,
+        irqs_dropped: raw.irq_stamps_dropped,
+    }))
+}
+
+/// `--perfetto`: the events file and the stamps as a Perfetto trace; the temporary events file
+/// (no --events-out) is removed.
+pub fn write_perfetto(flags: &TraceFlags, raw: &crate::model::RawTrace, irqs: &[u32]) -> Result<Option<crate::perfetto::Written>> {
+    let (Some(out), Some(events)) = (&flags.perfetto, flags.events_file()) else { return Ok(None) };
+    let roots = SysRoots::live();
+    let read = || -> Result<Vec<crate::events::IoRecord>> {
+        let f = std::fs::File::open(&events).with_context(|| format!("reading {}", events.display()))?;
+        let mut rs = crate::events::Records::new(std::io::BufReader::new(f))?;
+        let mut v = Vec::new();
+        while let Some(r) = rs.next_record()? {
+            v.push(r);
+        }
+        Ok(v)
+    };
+    let records = read();
+    if flags.events_out.is_none() {
+        let _ = std::fs::remove_file(&events);
+    }
+    let records = records?;
+    let mut names = crate::perfetto::Names { devs: sysconf::dev_names(&roots), ..Default::default() };
+    for r in &records {
+        names.procs.entry(r.tgid).or_insert_with(|| {
+            std::fs::read_to_string(roots.proc.join(format!("{}/comm", r.tgid)))
+                .map_or_else(|_| format!("pid {}", r.tgid), |c| format!("{} {}", c.trim(), r.tgid))
+        });
+    }
+    for (irq, name) in irqs.iter().zip(sysconf::irq_names(&roots, irqs)) {
+        names.irqs.insert(*irq, name);
+    }
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?);
+    let written = crate::perfetto::write(&records, &raw.irq_stamps, &names, &mut w)
+        .and_then(|x| std::io::Write::flush(&mut w).map(|()| x))
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(Some(written))
 }
 
 /// Which hooks a trace of the bundled generator attaches.
@@ -92,6 +153,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     let target = loadgen::prepare(job)?;
     let irqs = target.disk.as_deref().map(|d| sysconf::device_irqs(&roots, d)).unwrap_or_default();
     let names = sysconf::irq_names(&roots, &irqs);
+    let irq_list = irqs.clone();
     let opts = TraceOpts {
         // SAFETY: getpid/gettid have no preconditions.
         tgid: unsafe { libc::getpid() } as u32,
@@ -100,8 +162,8 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         force_raw_tp: flags.force_raw_tp,
         prog_stats: flags.prog_stats,
         tree: Vec::new(),
-        events: flags.events || flags.events_out.is_some(),
-        events_out: flags.events_out.clone(),
+        events: flags.events_on(),
+        events_out: flags.events_file(),
         stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
         // SQPOLL and lean io_uring: the generator times its reap from the probes' posting
@@ -118,6 +180,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         pagecache: flags.pagecache,
         series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
         top: false,
+        irq_stamps: flags.perfetto.is_some(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -127,6 +190,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         crate::timeseries::with_trace(ts, rs, !raw.lean);
     }
     rep.warnings.extend(raw.events_file_error.clone());
+    rep.perfetto = perfetto_file(flags, &raw, &irq_list)?;
     Ok((rep, raw))
 }
 
@@ -227,6 +291,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
     let (irqs, irq_names) = all_disk_irqs(&roots);
+    let irq_list = irqs.clone();
     let mut warnings = Vec::new();
     let (pid, gate) = match &what {
         External::Pid(pid) => {
@@ -283,8 +348,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         force_raw_tp: flags.force_raw_tp,
         prog_stats: flags.prog_stats,
         tree: std::iter::once(pid).chain(children.iter().copied()).collect(),
-        events: flags.events || flags.events_out.is_some(),
-        events_out: flags.events_out.clone(),
+        events: flags.events_on(),
+        events_out: flags.events_file(),
         stacks: flags.stacks.clone(),
         app_stamp: false,
         clock_slots: 0,
@@ -295,6 +360,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         pagecache: flags.pagecache,
         series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
         top: false,
+        irq_stamps: flags.perfetto.is_some(),
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);
@@ -468,6 +534,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     )
     .with_trace(summary, irq_names);
     rep.config.cgroup = cgroup;
+    rep.perfetto = perfetto_file(flags, &raw, &irq_list)?;
     Ok((rep, raw))
 }
 

@@ -1,6 +1,6 @@
 //! Folded stacks as a pprof profile (github.com/google/pprof proto/profile.proto, gzipped), the
 //! format `go tool pprof`, Pyroscope and Parca read. Pure: folded lines in, bytes out. The few
-//! messages it needs are written by hand (a dozen fields; no code generator in the build).
+//! messages it needs are written with crate::pb (a dozen fields; no code generator in the build).
 //!
 //! Each folded line `comm;user...;kernel_[k]` becomes one sample: its locations leaf first, one
 //! function per distinct frame name. Kernel frames (FlameGraph's `_[k]` mark) are named without
@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use crate::pb::Pb;
+
 /// What the values are.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
@@ -17,44 +19,6 @@ pub enum Kind {
     OnCpu { period_ns: u64 },
     /// Blocked time: values (off-CPU nanoseconds).
     OffCpu,
-}
-
-/// Protocol buffer wire format, the part profile.proto uses.
-#[derive(Default)]
-struct Pb(Vec<u8>);
-
-impl Pb {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint(((field as u64) << 3) | wire as u64);
-    }
-    fn uint(&mut self, field: u32, v: u64) {
-        if v != 0 {
-            self.key(field, 0);
-            self.varint(v);
-        }
-    }
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, 2);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-    fn msg(&mut self, field: u32, m: Pb) {
-        self.bytes(field, &m.0);
-    }
-    fn packed(&mut self, field: u32, vs: &[u64]) {
-        let mut p = Pb::default();
-        for v in vs {
-            p.varint(*v);
-        }
-        self.bytes(field, &p.0);
-    }
 }
 
 #[derive(Default)]

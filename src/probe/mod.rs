@@ -57,6 +57,7 @@ mod record_layout {
     const _: () = assert!(offset_of!(R, mode) == off::MODE);
     const _: () = assert!(offset_of!(R, dev) == off::DEV);
     const _: () = assert!(offset_of!(R, bytes) == off::BYTES);
+    const _: () = assert!(offset_of!(R, tid) == off::TID);
 }
 
 // The enums of bpf/phases.h and their Rust mirrors in model.rs, every variant (one side

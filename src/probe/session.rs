@@ -61,7 +61,12 @@ pub struct TraceOpts {
     /// `iopath top` / `serve`: every closed I/O also counted per (process, disk, route,
     /// direction) in the `top` map.
     pub top: bool,
+    /// With `events`: every interrupt on `irqs` as a time stamp too (a timeline: --perfetto).
+    pub irq_stamps: bool,
 }
+
+/// Interrupt stamps kept in memory at most (16 bytes each: 64 MiB); later ones are counted.
+const MAX_IRQ_STAMPS: usize = 4 << 20;
 
 /// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
 #[derive(Clone, Debug)]
@@ -422,8 +427,12 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             }
         }
     }
+    if opts.irq_stamps && opts.events {
+        c_open.maps.irq_stamps.set_max_entries(EVENTS_RING_BYTES / 4).context("sizing the IRQ stamps ring buffer")?;
+    }
     if let Some(ro) = c_open.maps.rodata_data.as_deref_mut() {
         ro.targ_empty = opts.empty_probes;
+        ro.targ_irq_stamps = opts.irq_stamps && opts.events;
     }
     super::log::clear();
     let mut counts = c_open.load().map_err(|e| load_error("counts", e))?;
@@ -770,6 +779,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let sink: std::sync::Mutex<Option<BufWriter<File>>> = std::sync::Mutex::new(None);
     let kept = AtomicU64::new(0);
     let sink_err: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let irq_stamps: std::sync::Mutex<(Vec<crate::model::IrqStamp>, u64)> = std::sync::Mutex::new((Vec::new(), 0));
     let stop_poll = AtomicBool::new(false);
     let mut result = None;
     let mut maps = Vec::new();
@@ -847,6 +857,18 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
                 }
                 0
             })?;
+            if opts.irq_stamps {
+                let stamps = &irq_stamps;
+                b.add(&counts.maps.irq_stamps, move |data: &[u8]| {
+                    let mut st = stamps.lock().unwrap_or_else(|e| e.into_inner());
+                    if st.0.len() >= MAX_IRQ_STAMPS {
+                        st.1 += 1;
+                    } else if let Some(x) = crate::model::IrqStamp::parse(data) {
+                        st.0.push(x);
+                    }
+                    0
+                })?;
+            }
             let rb = b.build()?;
             let (tx, rx) = std::sync::mpsc::channel();
             let stop = &stop_poll;
@@ -961,6 +983,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             paths.entry(f.cgroup_id).or_insert_with(|| crate::sysconf::cgroup_path_of_id(&roots, f.cgroup_id)).clone();
     }
     raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
+    (raw.irq_stamps, raw.irq_stamps_dropped) = irq_stamps.into_inner().unwrap_or_else(|e| e.into_inner());
     if let (Some(p), Some(mut f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
         let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = f.flush() {

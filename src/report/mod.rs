@@ -88,6 +88,21 @@ pub struct Report {
     /// `--flamegraph` / `--offcpu`: the graphs written and what they show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flamegraphs: Option<crate::flame::FlameSummary>,
+    /// `--perfetto`: the timeline written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perfetto: Option<PerfettoFile>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PerfettoFile {
+    pub path: std::path::PathBuf,
+    /// I/Os drawn; records left out (damaged or out of order); interrupt instants; tracks.
+    pub ios: u64,
+    pub skipped: u64,
+    pub irqs: u64,
+    pub tracks: u64,
+    /// Interrupts beyond what the trace keeps in memory (not drawn).
+    pub irqs_dropped: u64,
 }
 
 /// A traced process that is not the bundled generator.
@@ -246,6 +261,7 @@ impl Report {
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
             flamegraphs: None,
+            perfetto: None,
         }
         .with_depth_check(job)
     }
@@ -346,6 +362,7 @@ impl Report {
             outside_phases_ns: None,
             irq_vectors: Vec::new(),
             flamegraphs: None,
+            perfetto: None,
         }
     }
 

@@ -645,6 +645,20 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if let Some(f) = &r.flamegraphs {
         render_flame(f, w)?;
     }
+    if let Some(p) = &r.perfetto {
+        write!(
+            w,
+            "\n  perfetto timeline {} ({} I/Os, {} interrupts, {} tracks; open in ui.perfetto.dev)",
+            p.path.display(),
+            p.ios,
+            p.irqs,
+            p.tracks
+        )?;
+        if p.skipped > 0 || p.irqs_dropped > 0 {
+            write!(w, "; NOT DRAWN: {} out-of-order records, {} interrupts beyond the memory cap", p.skipped, p.irqs_dropped)?;
+        }
+        writeln!(w)?;
+    }
     let mut kinds: Vec<String> = Vec::new();
     for p in t.probes.iter().filter(|p| p.attached) {
         if !kinds.contains(&p.via) {

@@ -96,18 +96,14 @@ impl Reader {
         Ok(r)
     }
 
-    /// Every block device and partition by dev_t (/sys/class/block/*/dev "MAJ:MIN").
+    /// Every block device and partition by dev_t, and the interrupt vectors of each (a
+    /// partition's are its disk's).
     fn read_devs(&mut self) {
-        self.devs.clear();
+        self.devs = sysconf::dev_names(&self.roots);
         self.vectors.clear();
-        for e in std::fs::read_dir(self.roots.sys.join("class/block")).into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(mm) = std::fs::read_to_string(e.path().join("dev")) else { continue };
-            let Some((ma, mi)) = mm.trim().split_once(':') else { continue };
-            let (Ok(ma), Ok(mi)) = (ma.parse::<u32>(), mi.parse::<u32>()) else { continue };
-            let dev = (ma << 20) | mi;
-            // A partition's interrupts are its disk's.
-            let disk = std::fs::canonicalize(e.path())
+        for (dev, name) in &self.devs {
+            let path = self.roots.sys.join("class/block").join(name);
+            let disk = std::fs::canonicalize(&path)
                 .ok()
                 .and_then(|p| {
                     let parent = p.parent()?;
@@ -116,9 +112,8 @@ impl Reader {
                 .unwrap_or_else(|| name.clone());
             let irqs = sysconf::device_irqs(&self.roots, &disk);
             if !irqs.is_empty() {
-                self.vectors.insert(dev, irqs);
+                self.vectors.insert(*dev, irqs);
             }
-            self.devs.insert(dev, name);
         }
     }
 
