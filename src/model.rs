@@ -15,6 +15,8 @@ pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
 pub const NR_ROUTE_KINDS: usize = 11;
 pub const NR_SYSCALL_SLOTS: usize = 512;
+/// `NR_SLOTS` of bpf/phases.h: the per-I/O tables' slots.
+pub const NR_SLOTS: usize = 1 << 16;
 
 /// `enum phase` of bpf/phases.h.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The only users of libbpf-rs: the generated skeletons, what this kernel can attach
 //! (`features`), and (later) the tracing session.
 
+pub mod expire;
 pub mod features;
 pub mod kallsyms;
 pub mod log;

@@ -76,6 +76,9 @@ pub struct LiveMaps {
     pub count_counters: i32,
     /// Every hook of the session: its name, whether it attached, and how (tp_btf, raw_tp ...).
     pub hooks: Vec<(String, bool, String)>,
+    /// The per-I/O tables (mmapable arrays), for expiry (probe::expire).
+    pub ios: i32,
+    pub links: i32,
 }
 
 /// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
@@ -942,6 +945,8 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             phase_counters: series_fds.phase_counters,
             count_counters: series_fds.count_counters,
             hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
+            ios: phases.maps.ios.as_fd().as_raw_fd(),
+            links: phases.maps.links.as_fd().as_raw_fd(),
         }));
         set_enabled(0);
         drop(posted);

@@ -43,7 +43,16 @@ pub struct Reader {
     vectors: BTreeMap<u32, Vec<u32>>,
     /// Kernel rows deleted so far (exited processes).
     pub evicted: u64,
+    /// Frees per-I/O slots of I/Os that never closed (the session runs for hours).
+    expiry: Option<crate::probe::expire::Expiry>,
+    reads: u64,
 }
+
+/// An I/O in flight longer than this never closes: its slot is freed (a throttled or hung
+/// I/O can take tens of seconds: NVMe's own timeout is 30 s).
+pub const EXPIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+/// Sweeping the two 64Ki-slot tables: every this many refreshes.
+const SWEEP_EVERY: u64 = 10;
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -82,7 +91,10 @@ fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
 
 impl Reader {
     pub fn new(maps: LiveMaps) -> anyhow::Result<Reader> {
+        let expiry = Some(crate::probe::expire::Expiry::new(maps.ios, maps.links)?);
         let mut r = Reader {
+            expiry,
+            reads: 0,
             maps,
             roots: SysRoots::live(),
             ncpu: libbpf_rs::num_possible_cpus()?,
@@ -222,7 +234,14 @@ impl Reader {
             .iter()
             .map(|(dev, v)| (*dev, v.iter().filter_map(|i| ints.get(i)).map(|(n, _)| n).sum::<u64>()))
             .collect();
-        let lost = LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect();
+        let mut lost: BTreeMap<String, u64> = LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect();
+        self.reads += 1;
+        if let Some(e) = self.expiry.as_mut() {
+            if self.reads % SWEEP_EVERY == 0 {
+                e.sweep(t_ns, EXPIRE_AFTER);
+            }
+            lost.insert("expired in flight".into(), e.expired_ios);
+        }
         let kernel = KERNEL.iter().map(|(c, what)| (what.to_string(), self.counter(*c))).collect();
         for t in gone {
             self.known.remove(&t);
