@@ -34,6 +34,7 @@ while kill -0 $GEN 2>/dev/null; do
 done
 wait $GEN || true
 kill -TERM $SERVE; wait $SERVE; rc=$?
+sleep 3
 left=$(bpftool prog show 2>/dev/null | grep -c "name rq_complete_btf" || true)
 python3 - "$OUT" "$W/run.json" "$rc" <<'PY'
 import json, sys
@@ -48,4 +49,4 @@ print(f"RSS KiB first {rss[0]:.0f} last {rss[-1]:.0f} max {max(rss):.0f}; second
       f"({'flat' if abs(slope) < 1 else 'GROWING'}); generator {r['iops']:.0f} IOPS, {r['ios']} I/Os; "
       f"serve counted {rows[-1][4]}, lost {rows[-1][5]}; CPU {rows[-1][2]} s; exit {sys.argv[3]} on SIGTERM")
 PY
-echo "programs left attached after SIGTERM: $left (the kernel frees them within ~2 s)"
+echo "programs left attached 3 s after SIGTERM: $left"
