@@ -5,14 +5,16 @@
 # 10 s, as Prometheus would. Every 10 s one line: seconds, serve's RSS (KiB, /proc VmRSS), its
 # CPU seconds so far, the exposition's bytes, the I/Os it counted, the lost-event total, the
 # kernel rows in its table; then the RSS's first/last/max and its slope over the second half
-# (KiB per minute): flat is < 1 KiB/min. Finally SIGTERM, and whether the probes are gone.
-#   usage: sudo scripts/soak-serve.sh [MINUTES=10] [OUT=soak.tsv]
+# (KiB per minute), and the growth after the first minute against the RSS: flat is < 1%.
+# Finally SIGTERM, and whether the probes are gone. REFRESH=10ms packs 100 minutes' worth of
+# 1 s refreshes into each minute (a leak per refresh or per scrape shows 100 times sooner).
+#   usage: sudo scripts/soak-serve.sh [MINUTES=10] [OUT=soak.tsv] [REFRESH=1s]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MIN=${1:-10}; OUT=${2:-soak.tsv}
+MIN=${1:-10}; OUT=${2:-soak.tsv}; REFRESH=${3:-1s}
 . scripts/bench-lib.sh
 PORT=19436
-"$IOPATH" serve --listen 127.0.0.1:$PORT >"$W/serve.log" 2>&1 &
+"$IOPATH" serve --listen 127.0.0.1:$PORT --interval "$REFRESH" >"$W/serve.log" 2>&1 &
 SERVE=$!
 sleep 2
 "$IOPATH" run --device "$LOOP" --engine uring --qd 32 --bs 4k --rw randread --runtime "$((MIN * 60))s" \
@@ -42,11 +44,13 @@ rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()[1:]]
 t = [float(r[0]) for r in rows]; rss = [float(r[1]) for r in rows]
 half = len(rows) // 2
 xs, ys = t[half:], rss[half:]
+settled = [y for x, y in zip(t, rss) if x >= 60] or rss
+growth = (settled[-1] - settled[0]) / settled[0] * 100
 mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
 slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(sum((x - mx) ** 2 for x in xs), 1e-9) * 60
 r = json.load(open(sys.argv[2]))
-print(f"RSS KiB first {rss[0]:.0f} last {rss[-1]:.0f} max {max(rss):.0f}; second-half slope {slope:+.2f} KiB/min "
-      f"({'flat' if abs(slope) < 1 else 'GROWING'}); generator {r['iops']:.0f} IOPS, {r['ios']} I/Os; "
+print(f"RSS KiB first {rss[0]:.0f} last {rss[-1]:.0f} max {max(rss):.0f}; second-half slope {slope:+.2f} KiB/min; "
+      f"after the first minute {growth:+.2f}% ({'flat' if abs(growth) < 1 else 'GROWING'}); generator {r['iops']:.0f} IOPS, {r['ios']} I/Os; "
       f"serve counted {rows[-1][4]}, lost {rows[-1][5]}; CPU {rows[-1][2]} s; exit {sys.argv[3]} on SIGTERM")
 PY
 echo "programs left attached 3 s after SIGTERM: $left"

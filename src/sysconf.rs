@@ -517,6 +517,19 @@ pub fn irq_names(roots: &SysRoots, irqs: &[u32]) -> Vec<String> {
     irqs.iter().map(|i| table.get(i).map_or(format!("irq{i}"), |(_, n)| format!("{i}:{n}"))).collect()
 }
 
+/// True when /proc/kallsyms shows this process zeros for addresses (kptr_restrict without
+/// CAP_SYSLOG): the probes tell routes apart by the kernel's end_io functions' addresses, and
+/// with zeros they would follow nothing, silently.
+pub fn kallsyms_hidden(roots: &SysRoots) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = fs::File::open(roots.proc.join("kallsyms")) else { return true };
+    std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .take(64)
+        .all(|l| l.split_whitespace().next().is_none_or(|a| a.bytes().all(|b| b == b'0')))
+}
+
 /// Capability bits from /proc/self/status `CapEff`.
 pub fn effective_caps(roots: &SysRoots) -> u64 {
     fs::read_to_string(roots.proc.join("self/status"))

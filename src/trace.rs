@@ -17,6 +17,12 @@ pub fn check_can_trace(roots: &SysRoots) -> Result<()> {
     if !sysconf::Privileges::of_this_process(roots).can_trace() {
         bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run 'sudo iopath trace ...'; 'iopath run' measures without tracing");
     }
+    if sysconf::kallsyms_hidden(roots) {
+        bail!(
+            "/proc/kallsyms shows this user no addresses (kptr_restrict): iopath needs them to tell the I/O routes \
+             apart; run as root or add CAP_SYSLOG (docs/fleet/iopath.service lists the capabilities)"
+        );
+    }
     if !roots.sys.join("kernel/btf/vmlinux").exists() {
         bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): iopath's CO-RE probes need CONFIG_DEBUG_INFO_BTF=y. 'iopath run' still works");
     }

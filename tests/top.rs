@@ -274,6 +274,22 @@ fn prometheus_scrapes_serve_and_its_quantile_matches_the_trace() {
     // The probe set and the lost-event counters are exported too.
     assert!(prom.value("count(iopath_probe_info{attached=\"true\"})").unwrap() >= 5.0);
     assert!(prom.value("count(iopath_lost_events_total)").unwrap() >= 5.0);
+    // Every query of the Grafana dashboard in the repository runs on this data; the panels
+    // drawn from I/O this run made are not empty.
+    let dash: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fleet/grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let q = t["expr"].as_str().unwrap().replace("$disk", ".*").replace("$cgroup", ".*").replace("$__rate_interval", "1m");
+            let v = prom.query(&q);
+            assert_eq!(v["status"], "success", "{}: {q}: {v}", panel["title"]);
+            let n = v["data"]["result"].as_array().map_or(0, |r| r.len());
+            let needs_io = !["Interrupts", "Context", "IOMMU"].iter().any(|w| panel["title"].as_str().unwrap().contains(w));
+            assert!(n > 0 || !needs_io, "{}: no data for {q}", panel["title"]);
+        }
+    }
     // SIGTERM: the probes detach and it exits cleanly.
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
@@ -283,4 +299,87 @@ fn prometheus_scrapes_serve_and_its_quantile_matches_the_trace() {
     // ~2 s here): poll.
     let gone = || !sh("bpftool", &["prog", "show"]).contains("name rq_complete_btf");
     wait("serve's programs to be unloaded after SIGTERM", 15, gone);
+}
+
+#[test]
+fn bad_top_and_serve_input_is_refused_clearly() {
+    require_root();
+    let _s = serial();
+    // No terminal for the live view.
+    let e = fails(&["top"]);
+    assert!(e.contains("needs a terminal") && e.contains("--batch"), "{e}");
+    let e = fails(&["top", "--once", "--count", "3"]);
+    assert!(e.contains("--once is one refresh"), "{e}");
+    let e = fails(&["top", "--count", "3"]);
+    assert!(e.contains("needs a terminal") || e.contains("--count applies to --batch"), "{e}");
+    // A port already taken: refused before any probe loads.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let e = fails(&["serve", "--listen", &addr]);
+    assert!(e.contains(&addr) && e.contains("pick another --listen"), "{e}");
+    let e = fails(&["serve", "--listen", "not-an-address"]);
+    assert!(e.contains("not-an-address"), "{e}");
+    let e = fails(&["top", "--batch", "--interval", "0s"]);
+    assert!(e.contains("interval"), "{e}");
+}
+
+/// `iopath serve` as the unit in docs/fleet/iopath.service runs it: not root, only the
+/// capabilities the unit grants (setpriv as uid 65534 with them ambient).
+fn serve_with_caps(caps: &str, bin_copy: &Path, port: u16) -> Child {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps={caps}"))
+        .arg(format!("--ambient-caps={caps}"))
+        .arg(bin_copy)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn serve_runs_without_root_with_the_units_capabilities() {
+    require_root();
+    let _s = serial();
+    let d = scratch("top-caps");
+    let dev = LoopDev::direct(&d.join("backing"), 64);
+    // A copy uid 65534 can execute (the build tree may not be readable to it).
+    let copy = Path::new("/tmp/iopath-caps-test");
+    std::fs::copy(bin(), copy).unwrap();
+    sh("chmod", &["755", copy.to_str().unwrap()]);
+    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fleet/iopath.service")).unwrap();
+    let granted: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .unwrap()
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let mut s = serve_with_caps(&granted.join(","), copy, 19440);
+    std::thread::sleep(Duration::from_secs(3));
+    let o = iopath(&["run", "--engine", "psync", "--device", &dev.0, "--ios", "5000"]);
+    assert!(o.status.success());
+    std::thread::sleep(Duration::from_millis(2500));
+    let m = Command::new("curl").args(["-s", "http://127.0.0.1:19440/metrics"]).output().unwrap();
+    let m = String::from_utf8_lossy(&m.stdout).into_owned();
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(s.id() as i32, libc::SIGTERM) };
+    assert!(s.wait().unwrap().success());
+    let disk = dev.0.trim_start_matches("/dev/");
+    let n: u64 = m
+        .lines()
+        .filter(|l| l.starts_with("iopath_ios_total{") && l.contains(&format!("disk=\"{disk}\"")))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(n, 5000, "as uid 65534 with {granted:?}: {m}");
+    // Each of the three it needs on this kernel, dropped: refused, naming what is missing.
+    for (drop, says) in [("syslog", "CAP_SYSLOG"), ("dac_read_search", "CAP_DAC_READ_SEARCH"), ("perfmon", "CAP_PERFMON")] {
+        let caps: Vec<&str> = granted.iter().map(String::as_str).filter(|c| *c != format!("+{drop}")).collect();
+        let o = serve_with_caps(&caps.join(","), copy, 19441).wait_with_output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "without {drop}: {e}");
+        assert!(e.contains(says), "without {drop}: {e}");
+    }
+    let _ = std::fs::remove_file(copy);
 }

@@ -40,7 +40,7 @@ impl Tracefs {
         // Mounted but not readable (mode 0700 for non-root): say that, not "not mounted".
         if let Some(m) = tracefs_mounts().into_iter().find(|m| m == Path::new(TRACEFS) || m == Path::new(LEGACY)) {
             bail!(
-                "tracefs is mounted at {} but this user cannot read it (it is root's, mode 0700): run as root",
+                "tracefs is mounted at {} but this user cannot read it (it is root's, mode 0700): run as root or add CAP_DAC_READ_SEARCH",
                 m.display()
             );
         }

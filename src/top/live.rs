@@ -147,7 +147,9 @@ impl Reader {
         let mut next = [0u8; 16];
         let mut value = vec![0u8; 8 * (2 + super::counts::TOP_PHASES * (1 + super::counts::TOP_SLOTS))];
         let mut first = true;
-        loop {
+        // Bounded: a key deleted under the walk restarts it from the first key (the kernel's
+        // get_next_key), which must not loop for ever; the table holds 1024 keys.
+        for _ in 0..4 * 1024 {
             // SAFETY: key buffers of the map's key size (struct top_key, 16 bytes); a null key
             // starts the walk.
             let rc = unsafe {
