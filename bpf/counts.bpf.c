@@ -52,7 +52,8 @@ static __always_inline int on_irq(int irq)
 		return 0;
 	count(C_IRQ, 1);
 	if (targ_irq_stamps) {
-		struct irq_stamp st = {.ts = bpf_ktime_get_ns(), .irq = k, .cpu = bpf_get_smp_processor_id()};
+		struct irq_stamp st = {
+		    .ts = bpf_ktime_get_ns(), .irq = k, .cpu = bpf_get_smp_processor_id()};
 
 		/* No wakeup: drained on the events poller's 20 ms timer. */
 		if (bpf_ringbuf_output(&irq_stamps, &st, sizeof(st), BPF_RB_NO_WAKEUP))

@@ -769,6 +769,9 @@ static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf
 			 MODE_SYNC | ((rwf & RWF_HIPRI) ? RF_HIPRI : 0));
 		return 0;
 	case FD_BUFFERED:
+		/* top / serve show block I/O rows only: the page cache's split is a trace's. */
+		if (targ_top)
+			return 0;
 		pc_start(t, write ? PC_WRITE : PC_READ, f, btf);
 		t->sync_write = write && ((BPF_CORE_READ(f, f_flags) & O_DSYNC_FLAG) ||
 					  (rwf & (RWF_DSYNC | RWF_SYNC)));
@@ -783,8 +786,12 @@ static __always_inline int on_sync_enter(struct task_ctx *t, __u64 fd, __u64 rwf
  * is the destination's, the source's when that is a socket or a pipe (sendfile). */
 static __always_inline int on_copy_enter(struct task_ctx *t, __u64 in_fd, __u64 out_fd, bool btf)
 {
-	struct file *in = fd_file(in_fd, btf), *out = fd_file(out_fd, btf);
+	struct file *in, *out;
 
+	if (targ_top)
+		return 0;
+	in = fd_file(in_fd, btf);
+	out = fd_file(out_fd, btf);
 	if (fd_kind(out) != FD_OTHER)
 		pc_start(t, PC_COPY, out, btf);
 	else if (fd_kind(in) != FD_OTHER)
@@ -971,6 +978,10 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 {
 	struct task_ctx *t;
 
+	/* Without the per-syscall counts (iopath top / serve: every process on the host makes
+	 * syscalls through this hook), a call that can be no I/O returns before any lookup. */
+	if (!targ_syscalls && !io_syscall(id))
+		return 0;
 	if (!traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	/* Every thread of a traced process gets its context at its first syscall, and with it

@@ -285,7 +285,7 @@ struct io_record {
 	__u64 reap_ts;
 	__u32 tgid;
 	__u32 mode;  /* enum submit_mode | enum route_flag */
-	__u32 dev;   /* the disk its first bio was queued on (the kernel's dev_t: major << 20 | minor) */
+	__u32 dev;   /* disk of its first bio (the kernel's dev_t: major << 20 | minor) */
 	__u32 bytes; /* bytes of the requests completed for it */
 	__u32 tid;   /* the thread that submitted it (an SQPOLL thread, for SQPOLL) */
 	__u32 pad;

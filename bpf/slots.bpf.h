@@ -46,8 +46,8 @@ static __always_inline void slot_release(__u64 *key)
 	struct {                                                                                   \
 		__uint(type, BPF_MAP_TYPE_ARRAY);                                                  \
 		__uint(max_entries, NR_SLOTS);                                                     \
-		/* mmapable: a long-running reader (top, serve) expires leaked slots with a \
-		 * cmpxchg on the key, as the probes claim them (probe/expire.rs). */               \
+		/* mmapable: a long-running reader (top, serve) expires leaked slots with a        \
+		 * cmpxchg on the key, as the probes claim them (probe/expire.rs). */              \
 		__uint(map_flags, BPF_F_MMAPABLE);                                                 \
 		__type(key, __u32);                                                                \
 		__type(value, struct SLOT);                                                        \

@@ -4,9 +4,12 @@
 #   loop  uring QD32 / psync      on a tmpfs-backed loop device (CPU-bound: every ns of probe
 #                                 cost is lost IOPS; the worst case)
 #   file  uring QD1 / QD32        on a file of the root file system (virtio-blk)
-#   syscalls                      dd of 1-byte blocks /dev/zero -> /dev/null: two syscalls that
-#                                 are no I/O, each through serve's raw_syscalls hooks (every
-#                                 process on the host pays this), in syscalls/s
+#   syscalls                      dd of 1-byte blocks /dev/zero -> /dev/null: read and write,
+#                                 which serve follows as possible I/O (a claim and a close each,
+#                                 counted as no block I/O), in syscalls/s
+#   getppid                       perf bench syscall basic: a call that is no I/O, which every
+#                                 process on the host makes through serve's raw_syscalls hooks
+#                                 (they return at once for it), in calls/s
 # Ratios are with / without, paired run by run (scripts/paired.py: geometric mean, 95% interval).
 #   usage: sudo scripts/bench-serve-overhead.sh [RUNTIME_S=5] [REPEAT=5]
 set -euo pipefail
@@ -25,6 +28,9 @@ one() { # loop|file uring|psync QD -> "iops"
       python3 -c 'import json,sys; print(json.load(sys.stdin)["iops"])'
   fi
 }
+getppid() { # -> calls/s
+  perf bench syscall basic 2>/dev/null | awk '/ops\/sec/ {print $1}'
+}
 syscalls() { # -> syscalls/s (a read and a write per byte)
   local n=1000000 s e
   s=$(date +%s.%N); dd if=/dev/zero of=/dev/null bs=1 count=$n status=none; e=$(date +%s.%N)
@@ -38,11 +44,11 @@ with_serve() {
   sleep 1
 }
 printf '%-22s %12s %12s  %s\n' point alone "with serve" "ratio [95%]"
-for point in "loop uring 32" "loop psync 1" "file uring 1" "file uring 32" "syscalls"; do
+for point in "loop uring 32" "loop psync 1" "file uring 1" "file uring 32" "syscalls" "getppid"; do
   : > "$W/a"; : > "$W/b"
   for r in $(seq "$REPEAT"); do
     # Rotate which goes first, so the host's drift hits both alike.
-    if [ "$point" = syscalls ]; then run=(syscalls); else run=(one $point); fi
+    case $point in syscalls|getppid) run=($point) ;; *) run=(one $point) ;; esac
     if (( r % 2 )); then
       "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b"
     else

@@ -96,9 +96,13 @@ impl IoRecord {
         ] {
             b[o..o + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        for (o, v) in
-            [(off::TGID, self.tgid), (off::MODE, self.mode), (off::DEV, self.dev), (off::BYTES, self.bytes), (off::TID, self.tid)]
-        {
+        for (o, v) in [
+            (off::TGID, self.tgid),
+            (off::MODE, self.mode),
+            (off::DEV, self.dev),
+            (off::BYTES, self.bytes),
+            (off::TID, self.tid),
+        ] {
             b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
         }
         b

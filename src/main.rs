@@ -84,7 +84,11 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(p) = &a.perfetto {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
         if !dir.is_dir() {
-            anyhow::bail!("--perfetto {}: the folder {} does not exist: create it or give another path", p.display(), dir.display());
+            anyhow::bail!(
+                "--perfetto {}: the folder {} does not exist: create it or give another path",
+                p.display(),
+                dir.display()
+            );
         }
     }
     if a.pprof && !sampling {

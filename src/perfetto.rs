@@ -79,7 +79,13 @@ fn packet(w: &mut impl Write, p: Pb) -> io::Result<()> {
     w.write_all(&t.0)
 }
 
-fn descriptor(w: &mut impl Write, uuid: u64, parent: Option<u64>, name: &str, body: Option<(u32, Pb)>) -> io::Result<()> {
+fn descriptor(
+    w: &mut impl Write,
+    uuid: u64,
+    parent: Option<u64>,
+    name: &str,
+    body: Option<(u32, Pb)>,
+) -> io::Result<()> {
     let mut td = Pb::default();
     td.uint(TD_UUID, uuid);
     if let Some(p) = parent {
@@ -153,9 +159,12 @@ pub fn write(records: &[IoRecord], irqs: &[IrqStamp], names: &Names, w: &mut imp
         let tl = thread_lanes.entry(tid).or_default().take(r.submit_ts, r.reap_ts);
         let dl = disk_lanes.entry(r.dev).or_default().take(r.queue_ts, r.complete_ts);
         let (tt, dt) = (uuid(THREAD, tid, tl), uuid(DISK, r.dev, dl));
-        for (what, track, a, b) in
-            [(0u8, tt, r.submit_ts, r.queue_ts), (1, dt, r.queue_ts, r.issue_ts), (2, dt, r.issue_ts, r.complete_ts), (3, tt, r.complete_ts, r.reap_ts)]
-        {
+        for (what, track, a, b) in [
+            (0u8, tt, r.submit_ts, r.queue_ts),
+            (1, dt, r.queue_ts, r.issue_ts),
+            (2, dt, r.issue_ts, r.complete_ts),
+            (3, tt, r.complete_ts, r.reap_ts),
+        ] {
             evs.push(Ev { ts: a, order: 1, what, track, id });
             evs.push(Ev { ts: b, order: 0, what, track, id });
         }

@@ -76,7 +76,11 @@ fn perfetto_file(flags: &TraceFlags, raw: &RawTrace, irqs: &[u32]) -> Result<Opt
 
 /// `--perfetto`: the events file and the stamps as a Perfetto trace; the temporary events file
 /// (no --events-out) is removed.
-pub fn write_perfetto(flags: &TraceFlags, raw: &crate::model::RawTrace, irqs: &[u32]) -> Result<Option<crate::perfetto::Written>> {
+pub fn write_perfetto(
+    flags: &TraceFlags,
+    raw: &crate::model::RawTrace,
+    irqs: &[u32],
+) -> Result<Option<crate::perfetto::Written>> {
     let (Some(out), Some(events)) = (&flags.perfetto, flags.events_file()) else { return Ok(None) };
     let roots = SysRoots::live();
     let read = || -> Result<Vec<crate::events::IoRecord>> {
@@ -103,7 +107,8 @@ pub fn write_perfetto(flags: &TraceFlags, raw: &crate::model::RawTrace, irqs: &[
     for (irq, name) in irqs.iter().zip(sysconf::irq_names(&roots, irqs)) {
         names.irqs.insert(*irq, name);
     }
-    let mut w = std::io::BufWriter::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?);
+    let mut w =
+        std::io::BufWriter::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?);
     let written = crate::perfetto::write(&records, &raw.irq_stamps, &names, &mut w)
         .and_then(|x| std::io::Write::flush(&mut w).map(|()| x))
         .with_context(|| format!("writing {}", out.display()))?;

@@ -147,6 +147,9 @@ fn unreadable_inputs() {
         reap_ts: base + 60_000,
         tgid: 42,
         mode: 2,
+        dev: 7 << 20,
+        bytes: 4096,
+        tid: 42,
     };
     let mut damaged = header.to_vec();
     damaged.extend_from_slice(&rec(1_000_000).to_bytes());

@@ -316,8 +316,22 @@ fn pprof_profiles_read_by_go_tool_pprof_match_the_folded_files() {
     let f = d.join("data");
     let out = d.join("out");
     let o = iopath(&[
-        "trace", "--engine", "aio", "--qd", "8", "--file", f.to_str().unwrap(), "--size", "64m", "--runtime", "2s",
-        "--flamegraph", "--offcpu", "--pprof", "--out", out.to_str().unwrap(),
+        "trace",
+        "--engine",
+        "aio",
+        "--qd",
+        "8",
+        "--file",
+        f.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--runtime",
+        "2s",
+        "--flamegraph",
+        "--offcpu",
+        "--pprof",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let period = 1_000_000_000 / 997;

@@ -22,12 +22,25 @@ fn a_perfetto_trace_holds_every_io_and_interrupt() {
     let r = json_of(
         "trace",
         &[
-            "--engine", "uring", "--qd", "8", "--jobs", "2", "--file", f.to_str().unwrap(), "--size", "64m",
-            "--runtime", "2s", "--perfetto", out.to_str().unwrap(),
+            "--engine",
+            "uring",
+            "--qd",
+            "8",
+            "--jobs",
+            "2",
+            "--file",
+            f.to_str().unwrap(),
+            "--size",
+            "64m",
+            "--runtime",
+            "2s",
+            "--perfetto",
+            out.to_str().unwrap(),
         ],
     );
     let p = &r["perfetto"];
-    let check = sh(&python(), &[concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-perfetto.py"), out.to_str().unwrap()]);
+    let check =
+        sh(&python(), &[concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-perfetto.py"), out.to_str().unwrap()]);
     let c: serde_json::Value = serde_json::from_str(&check).unwrap();
     let ios = r["ios"].as_u64().unwrap();
     let drawn = p["ios"].as_u64().unwrap();

@@ -107,7 +107,8 @@ impl Expiry {
             offset_of!(io_slot, key),
             offset_of!(io_slot, r) + crate::events::off::SUBMIT_TS,
         )?;
-        let links = Table::map(links_fd, size_of::<link_slot>(), offset_of!(link_slot, key), offset_of!(link_slot, start))?;
+        let links =
+            Table::map(links_fd, size_of::<link_slot>(), offset_of!(link_slot, key), offset_of!(link_slot, start))?;
         Ok(Expiry { ios, links, expired_ios: 0, expired_links: 0 })
     }
 
@@ -132,7 +133,8 @@ mod tests {
             mem[i * 4] = *key;
             mem[i * 4 + 2] = *start;
         }
-        let t = Table { ptr: mem.as_mut_ptr().cast(), len: 16 * 8, stride: 32, key_off: 0, start_off: 16, mapped: false };
+        let t =
+            Table { ptr: mem.as_mut_ptr().cast(), len: 16 * 8, stride: 32, key_off: 0, start_off: 16, mapped: false };
         // Free slot 0 stays free; 0xa started at 5 < 100: freed; 0xb at 500: kept; 0xc has no
         // start yet (being claimed): kept.
         assert_eq!(t.sweep(100), 1);

@@ -208,6 +208,9 @@ fn configure_phases(
         ro.targ_tgid = opts.tgid;
         ro.targ_events = opts.events;
         ro.targ_top = opts.top;
+        // top / serve report no syscall counts: other calls skip the hook's work (scripts/
+        // bench-serve-overhead.sh, the "syscalls" point).
+        ro.targ_syscalls = !opts.top;
         ro.targ_tree = !opts.tree.is_empty();
         ro.targ_app_stamp = opts.app_stamp;
         ro.targ_empty = opts.empty_probes;

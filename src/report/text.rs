@@ -655,7 +655,11 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             p.tracks
         )?;
         if p.skipped > 0 || p.irqs_dropped > 0 {
-            write!(w, "; NOT DRAWN: {} out-of-order records, {} interrupts beyond the memory cap", p.skipped, p.irqs_dropped)?;
+            write!(
+                w,
+                "; NOT DRAWN: {} out-of-order records, {} interrupts beyond the memory cap",
+                p.skipped, p.irqs_dropped
+            )?;
         }
         writeln!(w)?;
     }

@@ -185,7 +185,7 @@ mod tests {
     fn quantiles_differences_and_bytes() {
         let mut c = Counts::default();
         // 99 device times of 100 us, one of 5 ms.
-        for v in std::iter::repeat(100_000).take(99).chain([5_000_000]) {
+        for v in std::iter::repeat_n(100_000, 99).chain([5_000_000]) {
             c.slots[2 * TOP_SLOTS + slot_of(v)] += 1;
             c.sum[2] += v;
             c.ios += 1;

@@ -68,7 +68,9 @@ fn ctx_switches(roots: &SysRoots, tgid: u32) -> Option<u64> {
     for t in dir.flatten() {
         let Ok(text) = std::fs::read_to_string(t.path().join("status")) else { continue };
         for l in text.lines() {
-            if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:")) {
+            if let Some(v) =
+                l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
                 n += v.trim().parse::<u64>().unwrap_or(0);
             }
         }

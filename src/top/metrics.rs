@@ -82,13 +82,18 @@ impl Exporter {
             .filter(|(_, d)| d.ios > 0)
             .collect();
         // The busiest first: within one refresh they are admitted first.
-        moved.sort_by(|a, b| b.1.ios.cmp(&a.1.ios));
+        moved.sort_by_key(|m| std::cmp::Reverse(m.1.ios));
         let cgroup_of = |tgid: u32| cur.procs.get(&tgid).map_or("?".to_owned(), |p| p.cgroup.clone());
         let mut seen_tgid = BTreeSet::new();
         for (k, d) in &moved {
             let cg = self.label(&cgroup_of(k.tgid));
             let disk = cur.devs.get(&k.dev).cloned().unwrap_or_else(|| format!("{}:{}", k.dev >> 20, k.dev & 0xfffff));
-            let key = SeriesKey { disk, cgroup: cg.clone(), route: route_name(k.route), op: if k.write { "write" } else { "read" } };
+            let key = SeriesKey {
+                disk,
+                cgroup: cg.clone(),
+                route: route_name(k.route),
+                op: if k.write { "write" } else { "read" },
+            };
             let s = self
                 .series
                 .entry(key)
@@ -123,7 +128,8 @@ impl Exporter {
             *self.lost.entry(why.clone()).or_default() += n.saturating_sub(prev.lost.get(why).copied().unwrap_or(0));
         }
         for (what, n) in &cur.kernel {
-            *self.kernel.entry(what.clone()).or_default() += n.saturating_sub(prev.kernel.get(what).copied().unwrap_or(0));
+            *self.kernel.entry(what.clone()).or_default() +=
+                n.saturating_sub(prev.kernel.get(what).copied().unwrap_or(0));
         }
     }
 
@@ -199,17 +205,16 @@ impl prometheus_client::collector::Collector for View {
                     buckets.push((f64::MAX, cum - given));
                     let mut l = labels(k);
                     l.push(("phase".into(), (*phase).into()));
-                    m.encode_family(&l)?.encode_histogram::<Labels>(s.counts.sum[p] as f64 / 1e9, cum, &buckets, None)?;
+                    m.encode_family(&l)?.encode_histogram::<Labels>(
+                        s.counts.sum[p] as f64 / 1e9,
+                        cum,
+                        &buckets,
+                        None,
+                    )?;
                 }
             }
         }
-        counters(
-            &mut enc,
-            "iopath_ios",
-            "Closed I/Os",
-            None,
-            e.series.iter().map(|(k, s)| (labels(k), s.counts.ios)),
-        )?;
+        counters(&mut enc, "iopath_ios", "Closed I/Os", None, e.series.iter().map(|(k, s)| (labels(k), s.counts.ios)))?;
         counters(
             &mut enc,
             "iopath_io",
@@ -255,7 +260,12 @@ impl prometheus_client::collector::Collector for View {
             m.encode_gauge(&(e.folded.len() as i64))?;
         }
         {
-            let mut m = enc.encode_descriptor("iopath_probe", "The probe set: every hook, attached or not, and how", None, MetricType::Info)?;
+            let mut m = enc.encode_descriptor(
+                "iopath_probe",
+                "The probe set: every hook, attached or not, and how",
+                None,
+                MetricType::Info,
+            )?;
             for (name, attached, via) in &e.hooks {
                 let l: Labels = vec![
                     ("hook".into(), name.clone()),
@@ -304,10 +314,16 @@ mod tests {
         // 20 I/Os per cgroup so far; 'other' holds two cgroups' worth.
         assert!(text.contains(r#"iopath_ios_total{disk="loop0",cgroup="other",route="sync",op="read"} 40"#), "{text}");
         assert!(text.contains(r#"iopath_ios_total{disk="loop0",cgroup="/c1",route="sync",op="read"} 20"#), "{text}");
-        assert!(text.contains(r#"iopath_io_bytes_total{disk="loop0",cgroup="/c1",route="sync",op="read"} 81920"#), "{text}");
+        assert!(
+            text.contains(r#"iopath_io_bytes_total{disk="loop0",cgroup="/c1",route="sync",op="read"} 81920"#),
+            "{text}"
+        );
         assert!(text.contains("iopath_cgroups_folded 2"), "{text}");
         assert!(text.contains(r#"iopath_lost_events_total{reason="table full"} 2"#), "{text}");
-        assert!(text.contains(r#"iopath_probe_info{hook="block:block_rq_issue",attached="true",via="tp_btf"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"iopath_probe_info{hook="block:block_rq_issue",attached="true",via="tp_btf"} 1"#),
+            "{text}"
+        );
         // The device phase: the data's bucket and the one below it, then +Inf; no other bucket.
         let dev_c1: Vec<&str> = text
             .lines()

@@ -58,8 +58,15 @@ pub enum SortBy {
 }
 
 impl SortBy {
-    pub const ALL: [SortBy; 7] =
-        [SortBy::Iops, SortBy::Bytes, SortBy::Submission, SortBy::Block, SortBy::Device, SortBy::Completion, SortBy::Pid];
+    pub const ALL: [SortBy; 7] = [
+        SortBy::Iops,
+        SortBy::Bytes,
+        SortBy::Submission,
+        SortBy::Block,
+        SortBy::Device,
+        SortBy::Completion,
+        SortBy::Pid,
+    ];
 
     pub fn next(self) -> SortBy {
         let i = SortBy::ALL.iter().position(|s| *s == self).unwrap_or(0);
@@ -189,11 +196,8 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
         })
         .collect();
     sort_rows(&mut rows, sort);
-    let lost = cur
-        .lost
-        .iter()
-        .map(|(k, v)| (k.clone(), v.saturating_sub(prev.lost.get(k).copied().unwrap_or(0))))
-        .collect();
+    let lost =
+        cur.lost.iter().map(|(k, v)| (k.clone(), v.saturating_sub(prev.lost.get(k).copied().unwrap_or(0)))).collect();
     Frame { dur_s, ios: rows.iter().map(|r| r.ios).sum(), rows, lost }
 }
 
@@ -228,8 +232,21 @@ pub fn ratio(v: Option<f64>) -> String {
 }
 
 /// The header and the cells of a row, shared by the text and the terminal UI.
-pub const HEADER: [&str; 13] =
-    ["PID", "COMM", "CGROUP", "DISK", "ROUTE", "OP", "IOPS", "MB/s", "SUB p50/p99", "BLK p50/p99", "DEV p50/p99", "CMP p50/p99", "IRQ/IO CTX/IO"];
+pub const HEADER: [&str; 13] = [
+    "PID",
+    "COMM",
+    "CGROUP",
+    "DISK",
+    "ROUTE",
+    "OP",
+    "IOPS",
+    "MB/s",
+    "SUB p50/p99",
+    "BLK p50/p99",
+    "DEV p50/p99",
+    "CMP p50/p99",
+    "IRQ/IO CTX/IO",
+];
 
 pub fn cells(r: &Row) -> [String; 13] {
     let ph = |i: usize| format!("{}/{}", lat(r.p50_ns[i]), lat(r.p99_ns[i]));
@@ -272,7 +289,13 @@ pub fn render_text(f: &Frame, by: GroupBy, sort: SortBy, limit: usize, w: &mut i
     }
     writeln!(w)?;
     let line = |c: &[String]| {
-        c.iter().zip(WIDTHS).map(|(s, n)| format!("{:<n$.n$}", s, n = n)).collect::<Vec<_>>().join(" ").trim_end().to_owned()
+        c.iter()
+            .zip(WIDTHS)
+            .map(|(s, n)| format!("{:<n$.n$}", s, n = n))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_end()
+            .to_owned()
     };
     writeln!(w, "{}", line(&HEADER.map(String::from)))?;
     let n = if limit == 0 { f.rows.len() } else { limit.min(f.rows.len()) };

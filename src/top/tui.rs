@@ -99,7 +99,9 @@ impl Tui {
                 .row_highlight_style(Style::new().add_modifier(Modifier::BOLD));
             fr.render_stateful_widget(t, body, state);
             fr.render_widget(
-                Paragraph::new("q quit  s sort  c process/cgroup  up/down select   latencies p50/p99 (u=us, m=ms), - = none"),
+                Paragraph::new(
+                    "q quit  s sort  c process/cgroup  up/down select   latencies p50/p99 (u=us, m=ms), - = none",
+                ),
                 keys,
             );
         })?;
