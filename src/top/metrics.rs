@@ -74,13 +74,7 @@ impl Exporter {
     /// Adds what happened between two reads.
     pub fn absorb(&mut self, prev: &Snapshot, cur: &Snapshot) {
         self.refreshes += 1;
-        let empty = Counts::default();
-        let mut moved: Vec<(super::counts::Key, Counts)> = cur
-            .rows
-            .iter()
-            .map(|(k, c)| (*k, c.since(prev.rows.get(k).unwrap_or(&empty))))
-            .filter(|(_, d)| d.ios > 0)
-            .collect();
+        let mut moved = super::table::moved(prev, cur);
         // The busiest first: within one refresh they are admitted first.
         moved.sort_by_key(|m| std::cmp::Reverse(m.1.ios));
         let cgroup_of = |tgid: u32| cur.procs.get(&tgid).map_or("?".to_owned(), |p| p.cgroup.clone());
@@ -112,10 +106,8 @@ impl Exporter {
                 }
             }
             if seen_tgid.insert(k.tgid) {
-                let now = cur.procs.get(&k.tgid).and_then(|p| p.ctx);
-                let before = prev.procs.get(&k.tgid).and_then(|p| p.ctx).unwrap_or(0);
-                if let Some(n) = now {
-                    *self.ctx.entry(cg).or_default() += n.saturating_sub(before);
+                if let Some(n) = super::table::ctx_since(prev, cur, k.tgid) {
+                    *self.ctx.entry(cg).or_default() += n;
                 }
             }
         }

@@ -121,18 +121,24 @@ fn disk_name(s: &Snapshot, dev: u32) -> String {
     s.devs.get(&dev).cloned().unwrap_or_else(|| format!("{}:{}", dev >> 20, dev & 0xfffff))
 }
 
+/// The kernel rows that moved between two reads, with what they did (the frame's and the
+/// exporter's one source).
+pub fn moved(prev: &Snapshot, cur: &Snapshot) -> Vec<(Key, Counts)> {
+    let empty = Counts::default();
+    cur.rows.iter().map(|(k, c)| (*k, c.since(prev.rows.get(k).unwrap_or(&empty)))).filter(|(_, d)| d.ios > 0).collect()
+}
+
+/// A process's context switches between two reads (None: gone before the second; a process
+/// first seen in the second started inside the interval: its whole count).
+pub fn ctx_since(prev: &Snapshot, cur: &Snapshot, tgid: u32) -> Option<u64> {
+    let before = prev.procs.get(&tgid).and_then(|p| p.ctx).unwrap_or(0);
+    cur.procs.get(&tgid).and_then(|p| p.ctx).map(|n| n.saturating_sub(before))
+}
+
 /// The frame between two reads, rows grouped by `by` and sorted by `sort` (largest first).
 pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Frame {
     let dur_s = (cur.t_ns.saturating_sub(prev.t_ns) as f64 / 1e9).max(1e-9);
-    let empty = Counts::default();
-    // Differences per kernel row, only rows that moved.
-    let mut moved: Vec<(Key, Counts)> = Vec::new();
-    for (k, c) in &cur.rows {
-        let d = c.since(prev.rows.get(k).unwrap_or(&empty));
-        if d.ios > 0 {
-            moved.push((*k, d));
-        }
-    }
+    let moved = moved(prev, cur);
     let unknown = Proc { comm: "?".into(), cgroup: "?".into(), ctx: None };
     let proc_of = |tgid: u32| cur.procs.get(&tgid).unwrap_or(&unknown);
     // Per disk and per process (or cgroup): I/Os, for the per-I/O ratios.
@@ -146,17 +152,14 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
         *disk_ios.entry(k.dev).or_default() += d.ios;
         *who_ios.entry(who(k)).or_default() += d.ios;
     }
-    // Context switches per group, from each process's difference (a process seen only now
-    // started inside the frame: its whole count is this frame's).
+    // Context switches per group, from each process's difference.
     let mut who_ctx: BTreeMap<String, Option<u64>> = BTreeMap::new();
     let mut counted = std::collections::BTreeSet::new();
     for (k, _) in &moved {
         if !counted.insert(k.tgid) {
             continue;
         }
-        let now = proc_of(k.tgid).ctx;
-        let before = prev.procs.get(&k.tgid).and_then(|p| p.ctx).unwrap_or(0);
-        let d = now.map(|n| n.saturating_sub(before));
+        let d = ctx_since(prev, cur, k.tgid);
         let e = who_ctx.entry(who(k)).or_insert(Some(0));
         *e = match (*e, d) {
             (Some(a), Some(b)) => Some(a + b),
