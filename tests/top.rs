@@ -28,6 +28,21 @@ fn generator(args: &[&str], out: &Path) -> Child {
         .expect("the generator starts")
 }
 
+/// The generator inside blkio cgroup `cg` (its pid is the shell's: exec keeps it).
+fn generator_in(cg: &Blkio, args: &[&str], out: &Path) -> Child {
+    let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" run \"$@\"", cg.0.display());
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .arg(bin())
+        .args(args)
+        .args(["--json", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the generator starts")
+}
+
 fn finish(mut c: Child, out: &Path) -> Value {
     assert!(c.wait().unwrap().success(), "the generator failed");
     serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
@@ -77,7 +92,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).stderr(Stdio::null()).status();
     }
 }
 
@@ -99,7 +114,13 @@ fn top_shows_the_generators_row_with_its_own_iops() {
     let tmux = Tmux::start("iopath-top-test", &format!("{} top --sort iops", bin()));
     assert!(tmux.wait_for("iopath top", 20).contains("iopath top"), "{}", tmux.screen());
     let out = d.join("run.json");
-    let g = generator(&["--engine", "uring", "--qd", "8", "--device", &dev.0, "--runtime", "8s"], &out);
+    // A steady rate, so that top's one-second frames and the generator's own seconds, which
+    // start at different instants, count alike (unthrottled, the loop device's rate swings
+    // 150k..210k from one second to the next here): 20000 IOPS by a blkio limit, in a cgroup
+    // the row must name.
+    let devnum = std::fs::read_to_string(format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))).unwrap();
+    let cg = Blkio::new("iopath-top-test", "blkio.throttle.read_iops_device", &format!("{} 20000", devnum.trim()));
+    let g = generator_in(&cg, &["--engine", "uring", "--qd", "8", "--device", &dev.0, "--runtime", "8s"], &out);
     let pid = g.id();
     // Three refreshes inside the run's steady part (seconds 2..6), each read after a refresh.
     let mut seen = Vec::new();
@@ -125,8 +146,10 @@ fn top_shows_the_generators_row_with_its_own_iops() {
     assert!(seen.len() >= 2, "the generator's row (pid {pid}) on screen: {seen:?}");
     let (iops, row) = &seen[seen.len() / 2];
     assert!(row.contains("uring") && row.contains("read") && row.contains(dev.0.trim_start_matches("/dev/")), "{row}");
+    assert!(row.contains("/iopath-top-test"), "the row names the generator's cgroup: {row}");
     let own = own_iops(&r, 2, 6);
     let off = (iops - own).abs() / own;
+    eprintln!("top row {iops:.0} IOPS, the generator {own:.0} over seconds 2..6 ({:+.1}%)", (iops - own) / own * 100.0);
     assert!(
         off <= 0.10,
         "top showed {iops:.0} IOPS, the generator measured {own:.0} over the same seconds ({:.1}% off)",
