@@ -54,13 +54,6 @@ pub const EXPIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(120
 /// Sweeping the two 64Ki-slot tables: every this many refreshes.
 const SWEEP_EVERY: u64 = 10;
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Voluntary + involuntary switches of every thread of `tgid` (None: gone).
 fn ctx_switches(roots: &SysRoots, tgid: u32) -> Option<u64> {
     let dir = std::fs::read_dir(roots.proc.join(format!("{tgid}/task"))).ok()?;
@@ -202,7 +195,7 @@ impl Reader {
     /// One read. Rows of processes gone are in it for their last time, and deleted from the
     /// kernel's table (`forget` then drops them from the previous snapshot's baseline).
     pub fn read(&mut self) -> Snapshot {
-        let t_ns = monotonic_ns();
+        let t_ns = crate::loadgen::now_ns();
         let rows = self.rows();
         if rows.keys().any(|k| !self.devs.contains_key(&k.dev)) {
             self.read_devs();
