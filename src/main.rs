@@ -224,6 +224,21 @@ fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<st
     Ok((side, folded))
 }
 
+/// What a compared run's files add to the page: the report's time series and the phases'
+/// histograms of the raw.json beside a report.json (only there: another file's neighbour may be
+/// another run's). Either is None when absent or unreadable: the page says it is not drawn.
+fn page_extras(path: &std::path::Path) -> (Option<iopath::timeseries::TimeSeries>, Option<iopath::model::RawTrace>) {
+    let json = |p: &std::path::Path| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    };
+    let ts = json(path).and_then(|v| serde_json::from_value(v.get("timeseries")?.clone()).ok());
+    let raw = (path.file_name().is_some_and(|n| n == "report.json"))
+        .then(|| path.with_file_name("raw.json"))
+        .and_then(|p| json(&p))
+        .and_then(|v| serde_json::from_value(v).ok());
+    (ts, raw)
+}
+
 /// A sweep's summary: `path` itself when it is an `iopath.sweep/1` file, or the sweep.json in
 /// the folder `path` names.
 fn sweep_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
@@ -328,7 +343,10 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
     if let Some(d) = &dir {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         let diff = c.diff_flamegraph.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
-        write_file(&d.join("report.html"), report::html::compare_page(&c, diff.as_deref()))?;
+        let (eb, ea) = (page_extras(&a.before), page_extras(&a.after));
+        let sides =
+            report::html::Sides { timeseries: [eb.0.as_ref(), ea.0.as_ref()], raw: [eb.1.as_ref(), ea.1.as_ref()] };
+        write_file(&d.join("report.html"), report::html::compare_page(&c, &sides, diff.as_deref()))?;
         write_file(&d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
     }
     match &a.json {

@@ -222,13 +222,14 @@ fn trace_page_renders_with_its_flamegraph() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    // The time series per 200 ms, four charts on one time axis: IOPS, latency, the phases'
-    // means and the per-I/O counts (read from the kernel at the same edges).
+    // The time series per 200 ms, six charts on one time axis: IOPS, bandwidth, p50/p99, max,
+    // the phases' means and the per-I/O counts (read from the kernel at the same edges).
     assert!(
-        html.contains("<h2>Over time</h2>") && html.matches("class=\"plot lines time\"").count() == 4,
+        html.contains("<h2>Over time</h2>") && html.matches("class=\"plot lines time\"").count() == 6,
         "time plots"
     );
-    assert!(html.matches(">time (s)</text>").count() == 4 && html.contains(">IOPS</text>"), "axis labels");
+    assert!(html.matches(">time (s)</text>").count() == 6 && html.contains(">IOPS</text>"), "axis labels");
+    assert!(html.contains(">MB/s</text>") && html.contains("max at 0.30 s: "), "bandwidth and max over time");
     assert!(html.contains("Phase means per interval") && html.contains("device at 0.30 s: "), "phase means over time");
     // Self-contained: nothing fetched (namespace URIs in the SVGs are names, not requests).
     assert!(
@@ -238,8 +239,8 @@ fn trace_page_renders_with_its_flamegraph() {
     assert!(html.contains("<iframe class=\"flame\" title=\"On-CPU flamegraph\""), "the flamegraph is inline");
     let dom = rendered(&out.join("report.html"));
     let (ok, total) = plots_ok(&dom);
-    // Phases, distributions, and four over time: IOPS, latency, phase means, per-I/O counts.
-    assert!(total == 6 && ok == total, "{ok} of {total} plots rendered");
+    // Phases, distributions, and six over time: IOPS, MB/s, p50/p99, max, phase means, per I/O.
+    assert!(total == 8 && ok == total, "{ok} of {total} plots rendered");
     let rep: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(card_iops(&dom), rep["iops"].as_f64().unwrap().round(), "the summary card shows the run's IOPS");
     let f = flames(&dom);
@@ -289,6 +290,77 @@ fn compare_page_renders_with_its_differential_flamegraph() {
     prints_cleanly(
         &d.join("report.html"),
         &["iopath compare", "Verdict", "Where the time went", "Configuration changes"],
+    );
+}
+
+/// Two real traces compared, the second under a blk-throttle limit of 3000 IOPS (the kernel
+/// holds it: the independent reference): the page draws both runs' phase distributions on one
+/// axis (from the raw.json beside each report) and both over time, the limited run's IOPS per
+/// interval at the limit (-15%..+10%, as tests/routes.rs allows blk-throttle's slices), and prints.
+#[test]
+fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
+    require_root();
+    let _s = serial();
+    let d = scratch("html-compare-traces");
+    let dev = LoopDev::new(&d.join("backing"), 64, 512);
+    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
+    let trace = |dir: &Path, cg: Option<&Blkio>| {
+        let args = ["trace", "--device", &dev.0, "--qd", "8", "--runtime", "3s", "--interval", "500ms"];
+        let cmd = match cg {
+            Some(cg) => format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", cg.0.display()),
+            None => "exec \"$0\" \"$@\"".to_owned(),
+        };
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .arg(bin())
+            .args(args)
+            .args(["--out", dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let (a, b) = (d.join("a"), d.join("b"));
+    trace(&a, None);
+    {
+        let cg = Blkio::new("iopath-html-compare", "blkio.throttle.read_iops_device", &format!("{devnum} 3000"));
+        trace(&b, Some(&cg));
+    }
+    let out = d.join("cmp");
+    let o = iopath(&[
+        "compare",
+        a.join("report.json").to_str().unwrap(),
+        b.join("report.json").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for phase in ["submission", "block", "device", "completion"] {
+        for side in ["before", "after"] {
+            assert!(html.contains(&format!(">{phase} {side}</text>")), "the {phase} {side} distribution row");
+        }
+    }
+    assert!(!html.contains("Not drawn"), "both sides' histograms and time series were found");
+    // The limited run per interval, as the page draws it: every full 250 ms at the limit.
+    let after: Vec<f64> = html
+        .split("<title>after at ")
+        .skip(1)
+        .filter_map(|t| t.split("</title>").next())
+        .filter_map(|t| t.split(": ").nth(1))
+        .map(|v| v.trim_end_matches('k').parse::<f64>().unwrap() * if v.ends_with('k') { 1000.0 } else { 1.0 })
+        .collect();
+    assert!(after.len() >= 5 * 3, "IOPS, p99 and max of >= 5 intervals: {}", after.len());
+    let iops = &after[..after.len() / 3];
+    assert!(iops.iter().all(|v| (2550.0..=3300.0).contains(v)), "the limited run's IOPS per interval: {iops:?}");
+    assert!(html.contains("stroke-dasharray=\"6,4\""), "before dashed");
+    let dom = rendered(&out.join("report.html"));
+    let (ok, total) = plots_ok(&dom);
+    // Phase bars, IOPS bars, the distributions, and IOPS, p99 and max over time.
+    assert!(total == 6 && ok == total, "{ok} of {total} plots rendered");
+    prints_cleanly(
+        &out.join("report.html"),
+        &["iopath compare", "Where the time went", "Latency distributions", "Over time", "Configuration changes"],
     );
 }
 

@@ -156,13 +156,13 @@ impl Chart {
         }
     }
 
-    /// A legend of line samples: each series' colour and dash, as drawn.
-    fn line_legend(&mut self, series: &[Series]) {
+    /// A legend of line samples: each line's name, palette colour and dash, as drawn.
+    fn line_legend(&mut self, lines: &[(&str, usize, bool)]) {
         let x = self.x1() + 8.0;
-        for (i, ser) in series.iter().enumerate() {
+        for (i, &(name, color, dashed)) in lines.iter().enumerate() {
             let y = T + 10.0 + i as f64 * 16.0;
-            let col = PALETTE[ser.color.unwrap_or(i) % PALETTE.len()];
-            let dash = if ser.dashed { " stroke-dasharray=\"6,4\"" } else { "" };
+            let col = PALETTE[color % PALETTE.len()];
+            let dash = if dashed { " stroke-dasharray=\"6,4\"" } else { "" };
             let _ = write!(
                 self.s,
                 "<line x1=\"{x}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{col}\" stroke-width=\"2\"{dash}/><text class=\"legend\" x=\"{}\" y=\"{y}\">{}</text>",
@@ -170,7 +170,7 @@ impl Chart {
                 x + 18.0,
                 y - 4.0,
                 x + 22.0,
-                esc(&ser.name)
+                esc(name)
             );
         }
     }
@@ -341,7 +341,9 @@ pub fn lines(title: &str, x: XAxis, y_label: &str, series: &[Series], log_y: boo
             }
         }
     }
-    c.line_legend(series);
+    let legend: Vec<(&str, usize, bool)> =
+        series.iter().enumerate().map(|(i, s)| (s.name.as_str(), s.color.unwrap_or(i), s.dashed)).collect();
+    c.line_legend(&legend);
     c.close()
 }
 
@@ -352,8 +354,22 @@ pub type TimeSeries = (String, Vec<(f64, Option<f64>)>);
 /// value (nothing completed in that interval) breaks its line: unknown is drawn as a gap, never as
 /// a zero. Every time chart of a page has the same size and margins, so their x axes line up.
 pub fn time_lines(title: &str, y_label: &str, x_end: f64, series: &[TimeSeries], size: Size) -> String {
+    let styled: Vec<(&TimeSeries, usize, bool)> = series.iter().enumerate().map(|(i, s)| (s, i, false)).collect();
+    time_lines_styled(title, y_label, x_end, &styled, size)
+}
+
+/// [`time_lines`] with each line's palette colour and dash chosen: two runs overlaid, the one
+/// before dashed, the same quantity the same colour.
+pub fn time_lines_styled(
+    title: &str,
+    y_label: &str,
+    x_end: f64,
+    series: &[(&TimeSeries, usize, bool)],
+    size: Size,
+) -> String {
     let mut c = Chart::open(title, "lines time", size);
-    let ys: Vec<f64> = series.iter().flat_map(|x| x.1.iter().filter_map(|p| p.1)).filter(|v| v.is_finite()).collect();
+    let ys: Vec<f64> =
+        series.iter().flat_map(|x| x.0 .1.iter().filter_map(|p| p.1)).filter(|v| v.is_finite()).collect();
     if ys.is_empty() || x_end <= 0.0 {
         return c.no_data("no data");
     }
@@ -370,14 +386,15 @@ pub fn time_lines(title: &str, y_label: &str, x_end: f64, series: &[TimeSeries],
     for (t, label) in yt.iter().zip(tick_labels(&yt)) {
         c.grid_y(py(*t), &label);
     }
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let col = PALETTE[i % PALETTE.len()];
+    for &((name, pts), color, dashed) in series {
+        let col = PALETTE[color % PALETTE.len()];
+        let dash = if dashed { " stroke-dasharray=\"6,4\"" } else { "" };
         for run in pts.split(|p| p.1.is_none()).filter(|r| !r.is_empty()) {
             let path: Vec<String> =
                 run.iter().map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1.unwrap_or(0.0)))).collect();
             let _ = write!(
                 c.s,
-                "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" points=\"{}\"/>",
+                "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
                 path.join(" ")
             );
             for p in run {
@@ -393,7 +410,8 @@ pub fn time_lines(title: &str, y_label: &str, x_end: f64, series: &[TimeSeries],
             }
         }
     }
-    c.legend(&series.iter().map(|x| x.0.clone()).collect::<Vec<_>>());
+    let legend: Vec<(&str, usize, bool)> = series.iter().map(|s| (s.0 .0.as_str(), s.1, s.2)).collect();
+    c.line_legend(&legend);
     c.close()
 }
 
@@ -469,6 +487,8 @@ pub struct Dist {
     pub buckets: Vec<(f64, f64, u64)>,
     pub p50: Option<f64>,
     pub p99: Option<f64>,
+    /// Its palette colour (None: by its row): a phase keeps its colour in both runs compared.
+    pub color: Option<usize>,
 }
 
 /// Distributions as small multiples, one row each, on one shared log x axis: the same value is
@@ -492,7 +512,7 @@ pub fn distributions(title: &str, x_label: &str, rows: &[Dist], size: Size) -> S
     let row_h = (ay0 - ay1) / rows.len() as f64;
     for (i, r) in rows.iter().enumerate() {
         let base = ay1 + row_h * (i as f64 + 1.0);
-        let col = PALETTE[i % PALETTE.len()];
+        let col = PALETTE[r.color.unwrap_or(i) % PALETTE.len()];
         let total: u64 = r.buckets.iter().map(|b| b.2).sum();
         let top = r.buckets.iter().map(|b| b.2).max().unwrap_or(0).max(1) as f64;
         let _ = write!(
@@ -557,7 +577,7 @@ mod tests {
         let d = distributions(
             "phases",
             "latency (us)",
-            &[Dist { name: "device".into(), buckets: vec![(1.0, 2.0, 5)], p50: Some(1.5), p99: None }],
+            &[Dist { name: "device".into(), buckets: vec![(1.0, 2.0, 5)], p50: Some(1.5), p99: None, color: None }],
             WIDE,
         );
         assert!(d.contains("device 1.0..2.0: 5 I/Os (100.0%)") && d.contains("p50 1.5"), "{d}");

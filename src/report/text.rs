@@ -170,9 +170,10 @@ fn sparkline(values: &[Option<f64>]) -> String {
         .collect()
 }
 
-/// The run over time, compact: IOPS and p99 per interval as sparklines with their range (the
-/// JSON report's "timeseries" has every value). At most 60 characters: longer runs are shown in
-/// groups of intervals (each group's mean IOPS, worst p99).
+/// The run over time, compact: IOPS, bandwidth and latency p50/p99/max per interval as
+/// sparklines with their range (the JSON report's "timeseries" has every value). At most 60
+/// characters: longer runs are shown in groups of intervals (each group's mean IOPS and
+/// bandwidth, worst latency).
 fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::Result<()> {
     // A last interval much shorter than the rest (the drain after the deadline, a command's last
     // moments) is a drop in the line that is not the run's: left out here, in the JSON.
@@ -185,8 +186,13 @@ fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::
     let groups: Vec<&[crate::timeseries::Point]> = p.chunks(per).collect();
     let iops: Vec<Option<f64>> =
         groups.iter().map(|g| Some(g.iter().map(|x| x.iops).sum::<f64>() / g.len() as f64)).collect();
-    let p99: Vec<Option<f64>> =
-        groups.iter().map(|g| g.iter().filter_map(|x| x.lat_p99_ns).max().map(|v| v as f64)).collect();
+    let bw: Vec<Option<f64>> =
+        groups.iter().map(|g| Some(g.iter().map(|x| x.bw_bytes).sum::<f64>() / g.len() as f64)).collect();
+    // A group's worst: its intervals' largest p50, p99 and max (a stall stays visible when grouped).
+    let worst = |f: fn(&crate::timeseries::Point) -> Option<u64>| -> Vec<Option<f64>> {
+        groups.iter().map(|g| g.iter().filter_map(f).max().map(|v| v as f64)).collect()
+    };
+    let (p50, p99, max) = (worst(|x| x.lat_p50_ns), worst(|x| x.lat_p99_ns), worst(|x| x.lat_max_ns));
     let range = |v: &[Option<f64>], f: &dyn Fn(f64) -> String| {
         let k: Vec<f64> = v.iter().flatten().copied().collect();
         let lo = k.iter().copied().fold(f64::MAX, f64::min);
@@ -210,7 +216,10 @@ fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::
         writeln!(w, "      (the last {:.0} ms, a partial interval at the end, left out)", t.dur_ns as f64 / 1e6)?;
     }
     writeln!(w, "    {:<11}{}   {}", "IOPS", sparkline(&iops), range(&iops, &|x| si(x)))?;
-    writeln!(w, "    {:<11}{}   {}", "p99 (us)", sparkline(&p99), range(&p99, &|x| us(x as u64)))?;
+    writeln!(w, "    {:<11}{}   {}", "MB/s", sparkline(&bw), range(&bw, &|x| format!("{:.1}", x / 1e6)))?;
+    for (name, v) in [("p50 (us)", &p50), ("p99 (us)", &p99), ("max (us)", &max)] {
+        writeln!(w, "    {name:<11}{}   {}", sparkline(v), range(v, &|x| us(x as u64)))?;
+    }
     // A group's mean of a per-interval mean or ratio, weighted by the intervals' I/Os.
     let weighted = |f: &dyn Fn(&crate::timeseries::Point) -> Option<f64>| -> Vec<Option<f64>> {
         groups

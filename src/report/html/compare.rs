@@ -1,8 +1,69 @@
 //! report.html of a comparison.
 
+use super::trace::{end_s, hist_buckets, steady, time_line};
 use super::{card, config_changes, esc, field, flame_frame, page, table, warnings_html, Field};
 use crate::compare::{Change, Comparison};
-use crate::report::plot::{self, WIDE};
+use crate::model::{Phase, RawTrace};
+use crate::report::plot::{self, Dist, WIDE};
+use crate::timeseries::{Point, TimeSeries};
+
+/// What each run's own files add to its comparison's page: its time series (its report.json)
+/// and its phases' histograms (the raw.json beside it). None where a side has none (fio's
+/// JSON, a report moved without its raw.json): that part of the page says so.
+#[derive(Default)]
+pub struct Sides<'a> {
+    pub timeseries: [Option<&'a TimeSeries>; 2],
+    pub raw: [Option<&'a RawTrace>; 2],
+}
+
+const PHASES: [(&str, Phase); 4] = [
+    ("submission", Phase::Submission),
+    ("block", Phase::Block),
+    ("device", Phase::Device),
+    ("completion", Phase::Completion),
+];
+
+/// Each phase's distribution before and after, one row each on one shared log axis, the two rows
+/// of a phase in its colour: a shift reads as a move along the same x.
+fn distributions(c: &Comparison, raw: [&RawTrace; 2]) -> String {
+    let mut rows = Vec::new();
+    for (i, (name, ph)) in PHASES.iter().enumerate() {
+        let moved = c.phases.iter().find(|p| p.phase == *name);
+        for (side, r) in ["before", "after"].iter().zip(raw) {
+            let s = moved.map(|m| if *side == "before" { &m.before } else { &m.after });
+            rows.push(Dist {
+                name: format!("{name} {side}"),
+                buckets: hist_buckets(&r.phase(*ph)),
+                p50: s.filter(|s| s.count > 0).map(|s| s.p50 / 1000.0),
+                p99: s.filter(|s| s.count > 0).map(|s| s.p99 / 1000.0),
+                color: Some(i),
+            });
+        }
+    }
+    plot::distributions(
+        "Per-I/O latency by phase, before and after",
+        "latency (us, log)",
+        &rows,
+        plot::Size { w: WIDE.w, h: 560.0 },
+    )
+}
+
+/// IOPS and p99 per interval of both runs on one time axis from each run's start, before dashed.
+fn over_time(ts: [&TimeSeries; 2]) -> String {
+    let drawn = ts.map(|t| steady(t).0);
+    let end = drawn.iter().map(|p| end_s(p)).fold(0.0, f64::max);
+    let chart = |title: &str, y: &str, f: &dyn Fn(&Point) -> Option<f64>| {
+        let lines = [time_line("before", drawn[0], f), time_line("after", drawn[1], f)];
+        plot::time_lines_styled(title, y, end, &[(&lines[0], 0, true), (&lines[1], 0, false)], WIDE)
+    };
+    let lat = |f: fn(&Point) -> Option<u64>| move |p: &Point| f(p).map(|v| v as f64 / 1000.0);
+    [
+        chart("IOPS per interval", "IOPS", &|p| Some(p.iops)),
+        chart("p99 latency per interval", "latency (us)", &lat(|p| p.lat_p99_ns)),
+        chart("Max latency per interval", "latency (us)", &lat(|p| p.lat_max_ns)),
+    ]
+    .concat()
+}
 
 fn change(c: &Change, unit: &str, scale: f64) -> String {
     let pct = c.pct.map_or("unknown".into(), |p| format!("{p:+.1}%"));
@@ -45,9 +106,10 @@ fn summary(c: &Comparison) -> String {
     card(&f)
 }
 
-/// report.html of a comparison: the verdict, the phases before and after, the counts, the
-/// configuration differences and the differential flamegraph.
-pub fn compare_page(c: &Comparison, diff_svg: Option<&str>) -> String {
+/// report.html of a comparison: the verdict, the phases before and after, their distributions and
+/// both runs over time (when the runs' files have them), the counts, the configuration
+/// differences and the differential flamegraph.
+pub fn compare_page(c: &Comparison, sides: &Sides, diff_svg: Option<&str>) -> String {
     let mut body = summary(c);
     let cats = ["before".to_owned(), "after".to_owned()];
     if !c.phases.is_empty() {
@@ -84,6 +146,30 @@ pub fn compare_page(c: &Comparison, diff_svg: Option<&str>) -> String {
         &[("IOPS".to_owned(), vec![c.iops.before, c.iops.after])],
         WIDE,
     ));
+    if !c.phases.is_empty() {
+        body.push_str("<h2>Latency distributions</h2>");
+        match sides.raw {
+            [Some(b), Some(a)] => {
+                body.push_str(
+                    "<p>Each phase before and after, one row each on the same log axis (each row scaled to its \
+                     own tallest bar; p50 and p99 marked).</p>",
+                );
+                body.push_str(&distributions(c, [b, a]));
+            }
+            _ => body.push_str(
+                "<p>Not drawn: a run's raw.json (its phases' histograms, written beside report.json by \
+                 <code>iopath trace --out</code>) was not found next to the report compared.</p>",
+            ),
+        }
+    }
+    body.push_str("<h2>Over time</h2>");
+    match sides.timeseries {
+        [Some(b), Some(a)] => {
+            body.push_str("<p>Both runs per interval from each one's start: before dashed, after solid.</p>");
+            body.push_str(&format!("<div class=\"plots\">{}</div>", over_time([b, a])));
+        }
+        _ => body.push_str("<p>Not drawn: a side has no time series (fio's JSON output has none).</p>"),
+    }
     body.push_str("<h2>Per I/O</h2>");
     let rows: Vec<Vec<String>> = c
         .per_io

@@ -11,7 +11,7 @@ mod sweep;
 mod sweep_compare;
 mod trace;
 
-pub use compare::compare_page;
+pub use compare::{compare_page, Sides};
 pub use sweep::{sweep_charts, sweep_page};
 pub use sweep_compare::{sweep_compare_charts, sweep_compare_page};
 pub use trace::trace_page;

@@ -10,7 +10,7 @@ use crate::report::Report;
 const US: f64 = 1000.0;
 
 /// Histogram slots merged 8 at a time, in us: 4 bars per power of two read better than 32.
-fn hist_buckets(h: &BpfHist) -> Vec<(f64, f64, u64)> {
+pub(super) fn hist_buckets(h: &BpfHist) -> Vec<(f64, f64, u64)> {
     let mut merged: BTreeMap<u32, u64> = BTreeMap::new();
     for &(slot, c) in &h.slots {
         *merged.entry(slot / 8).or_default() += c;
@@ -177,6 +177,7 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flames: &[(&str, String)]) ->
             buckets: hist_buckets(&raw.phase(*ph)),
             p50: (s.count > 0).then_some(s.p50_ns as f64 / US),
             p99: (s.count > 0).then_some(s.p99_ns as f64 / US),
+            color: None,
         })
         .collect();
         body.push_str(
@@ -231,23 +232,41 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flames: &[(&str, String)]) ->
     page(&title_of(report), &body)
 }
 
-/// How the run evolved: IOPS, latency, the phases' means and the per-I/O counts per interval,
+/// The intervals to draw, and the last one when it is left out: much shorter than the rest, it is
+/// the drain after the deadline (as in the text report; its point is in the JSON with its length).
+pub(super) fn steady(
+    ts: &crate::timeseries::TimeSeries,
+) -> (&[crate::timeseries::Point], Option<&crate::timeseries::Point>) {
+    let tail = ts.points.last().filter(|l| ts.points.len() > 1 && l.dur_ns < ts.interval_ns / 2);
+    (&ts.points[..ts.points.len() - usize::from(tail.is_some())], tail)
+}
+
+/// Where the drawn intervals end, in seconds from the run's start.
+pub(super) fn end_s(points: &[crate::timeseries::Point]) -> f64 {
+    points.iter().map(|p| (p.t_ns + p.dur_ns) as f64 / 1e9).fold(0.0, f64::max)
+}
+
+/// One quantity over time, each interval at its middle.
+pub(super) fn time_line(
+    name: &str,
+    points: &[crate::timeseries::Point],
+    f: &dyn Fn(&crate::timeseries::Point) -> Option<f64>,
+) -> plot::TimeSeries {
+    (name.to_owned(), points.iter().map(|p| ((p.t_ns as f64 + p.dur_ns as f64 / 2.0) / 1e9, f(p))).collect())
+}
+
+/// How the run evolved: IOPS, bandwidth, latency, the phases' means and the per-I/O counts per interval,
 /// one chart each at the page's full width, so their time axes line up.
 fn time_series_section(ts: &crate::timeseries::TimeSeries) -> String {
     use crate::timeseries::Point;
-    // A last interval much shorter than the rest is the drain after the deadline: left out, as
-    // in the text report (its point is in the JSON with its length).
-    let tail = ts.points.last().filter(|l| ts.points.len() > 1 && l.dur_ns < ts.interval_ns / 2);
-    let points = &ts.points[..ts.points.len() - usize::from(tail.is_some())];
-    let end = points.iter().map(|p| (p.t_ns + p.dur_ns) as f64 / 1e9).fold(0.0, f64::max);
-    let mid = |p: &Point| (p.t_ns as f64 + p.dur_ns as f64 / 2.0) / 1e9;
-    let line = |name: &str, f: &dyn Fn(&Point) -> Option<f64>| -> plot::TimeSeries {
-        (name.to_owned(), points.iter().map(|p| (mid(p), f(p))).collect())
-    };
+    let (points, tail) = steady(ts);
+    let end = end_s(points);
+    let line = |name: &str, f: &dyn Fn(&Point) -> Option<f64>| time_line(name, points, f);
     let lat = |f: fn(&Point) -> Option<u64>| move |p: &Point| f(p).map(|v| v as f64 / US);
     let mut charts = vec![
         plot::time_lines("IOPS per interval", "IOPS", end, &[line("IOPS", &|p| Some(p.iops))], WIDE),
-        // p50 and p99: one 10 ms stall as max would flatten both (max per interval is in the JSON).
+        plot::time_lines("Bandwidth per interval", "MB/s", end, &[line("MB/s", &|p| Some(p.bw_bytes / 1e6))], WIDE),
+        // p50 and p99 on their own: one 10 ms stall as max would flatten both on a shared axis.
         plot::time_lines(
             "Latency per interval",
             "latency (us)",
@@ -255,6 +274,7 @@ fn time_series_section(ts: &crate::timeseries::TimeSeries) -> String {
             &[line("p50", &lat(|p| p.lat_p50_ns)), line("p99", &lat(|p| p.lat_p99_ns))],
             WIDE,
         ),
+        plot::time_lines("Max latency per interval", "latency (us)", end, &[line("max", &lat(|p| p.lat_max_ns))], WIDE),
     ];
     if points.iter().any(|p| p.phase_mean_ns.is_some()) {
         let ph = |f: fn(&crate::timeseries::PhaseMeans) -> Option<u64>| {
@@ -288,10 +308,10 @@ fn time_series_section(ts: &crate::timeseries::TimeSeries) -> String {
         format!(" The last {:.0} ms, a partial interval at the end, is left out.", t.dur_ns as f64 / 1e6)
     });
     format!(
-        "<h2>Over time</h2><p>Per {step} s interval: IOPS and latency from the generator's own clock reads (a traced \
+        "<h2>Over time</h2><p>Per {step} s interval: IOPS, bandwidth and latency from the generator's own clock reads (a traced \
          command: from the probes), phase means and per-I/O counts from the kernel's histograms and counters read at \
          the same interval edges. A gap is an interval in which nothing completed.{drain} The JSON report's \
-         <code>timeseries</code> has every point, max latency included.</p><div class=\"plots\">{}</div>",
+         <code>timeseries</code> has every point.</p><div class=\"plots\">{}</div>",
         charts.concat()
     )
 }
