@@ -273,6 +273,21 @@ fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Pat
             (Err(e), _) | (_, Err(e)) => Err(format!("{e:#}")),
         }
     });
+    // Nothing compared is an error, said before anything is written.
+    if c.points.is_empty() {
+        if let Some(why) = c.not_compared.first() {
+            anyhow::bail!(
+                "no point of the two sweeps could be compared ({why}): a sweep is compared from the run reports it \
+                 keeps in runs/ beside sweep.json; give the sweep folders as `iopath sweep --out` wrote them"
+            );
+        }
+        let labels = |s: &iopath::sweep::SweepReport| s.points.iter().map(|p| p.label.clone()).collect::<Vec<_>>();
+        anyhow::bail!(
+            "the two sweeps have no point in common (A: {}; B: {}): compare two sweeps of one grid",
+            labels(&sa).join(", "),
+            labels(&sb).join(", ")
+        );
+    }
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         write_file(&d.join("report.html"), report::html::sweep_compare_page(&c, &sa, &sb))?;
@@ -284,15 +299,22 @@ fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Pat
     let mut out = Vec::new();
     writeln!(out, "A {}\nB {}\n\n{}\n", c.before, c.after, c.verdict)?;
     let w = c.points.iter().map(|p| p.label.len()).max().unwrap_or(5).max(5) + 2;
-    writeln!(out, "{:<w$}{:>10}{:>10}{:>9}  {:<14}phase moved most", "point", "IOPS A", "IOPS B", "IOPS", "judgement")?;
+    writeln!(
+        out,
+        "{:<w$}{:>10}{:>10}{:>9}{:>10}{:>10}  {:<14}phase moved most",
+        "point", "IOPS A", "IOPS B", "IOPS", "d p50 us", "d p99 us", "judgement"
+    )?;
+    let d_us = |c: &iopath::compare::Change| format!("{:+.1}", (c.after - c.before) / 1000.0);
     for p in &c.points {
         writeln!(
             out,
-            "{:<w$}{:>10.0}{:>10.0}{:>9}  {:<14}{}",
+            "{:<w$}{:>10.0}{:>10.0}{:>9}{:>10}{:>10}  {:<14}{}",
             p.label,
             p.iops.before,
             p.iops.after,
             p.iops.pct.map_or("unknown".into(), |v| format!("{v:+.1}%")),
+            d_us(&p.lat_p50_ns),
+            d_us(&p.lat_p99_ns),
             p.iops_judgement,
             if p.moved_most == "none" {
                 "none".to_owned()

@@ -434,6 +434,13 @@ fn two_sweeps_compare_point_by_point() {
         "{}",
         c["config_changes"]
     );
+    // The terminal's table: each point's IOPS and latency deltas (README prints one such run).
+    let o = iopath(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    eprintln!("{text}");
+    assert!(o.status.success() && text.contains("d p50 us  d p99 us"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("uring qd16")).expect("the qd16 row");
+    assert!(row.contains("slower") && row.contains("submission +"), "{row}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("stroke-dasharray=\"6,4\"") && html.contains(">A uring<"), "A dashed in the overlay");
     let dom = rendered(&out.join("report.html"));
