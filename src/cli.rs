@@ -46,6 +46,9 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Explain the difference between two runs: phases, counts, configuration, flamegraphs.
     Compare(CompareArgs),
+    /// Sweep comparisons side by side on one page: each column two sweeps (A dashed, B solid),
+    /// e.g. the VM rig's kernel study, each kernel's IOMMU off against strict.
+    Study(StudyArgs),
     /// The engine x queue-depth study: every point N times in a seeded random order, median run
     /// with min/max, the phase breakdown per point, and an HTML report.
     Sweep(SweepArgs),
@@ -168,6 +171,25 @@ pub struct CompareArgs {
     /// both runs have on-CPU stacks.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  iopath study --sides 'IOMMU off,IOMMU strict' --out study \\\n    'Debian 6.1=6.1-off/sweep,6.1-strict/sweep' 'Debian 6.12=6.12-off/sweep,6.12-strict/sweep'"
+)]
+pub struct StudyArgs {
+    /// Each column: NAME=SWEEP_A,SWEEP_B (sweep.json files or the folders iopath sweep wrote).
+    #[arg(required = true, value_name = "NAME=A,B")]
+    pub columns: Vec<String>,
+    /// What A and B are, as the page's legends and tables name them.
+    #[arg(long, default_value = "A,B", value_name = "A,B")]
+    pub sides: String,
+    /// A line under the title: how the sweeps were made.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Folder for study.html and study.json (iopath.study/1).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use iopath::cli::{Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, SweepArgs, TraceArgs};
+use iopath::cli::{
+    Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, StudyArgs, SweepArgs, TraceArgs,
+};
 use iopath::output::{check_and_say, print, write_file};
 use iopath::{doctor, loadgen, report, sysconf};
 
@@ -21,6 +23,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report_cmd(a),
         Command::Flamegraph(a) => flamegraph_cmd(a, cli.verbose),
         Command::Compare(a) => compare_cmd(a),
+        Command::Study(a) => study_cmd(a),
         Command::Sweep(a) => sweep_cmd(a),
         Command::Top(a) => iopath::top::top_cmd(a).map(|()| ExitCode::SUCCESS),
         Command::Serve(a) => iopath::top::serve_cmd(a).map(|()| ExitCode::SUCCESS),
@@ -248,8 +251,12 @@ fn sweep_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
     (v["schema"] == iopath::sweep::SCHEMA).then_some(file)
 }
 
-/// `iopath compare SWEEP_A SWEEP_B`: each point's median runs compared as two runs are.
-fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Path) -> Result<ExitCode> {
+/// Two sweeps compared point by point (each point's median runs as two runs are), or why not:
+/// different axes, no point in common, or their run reports not kept.
+fn sweeps_compared(
+    fa: &std::path::Path,
+    fb: &std::path::Path,
+) -> Result<(iopath::sweep_compare::SweepComparison, iopath::sweep::SweepReport, iopath::sweep::SweepReport)> {
     let load = |p: &std::path::Path| -> Result<iopath::sweep::SweepReport> {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{} is not a readable iopath.sweep/1 file", p.display()))
@@ -288,10 +295,16 @@ fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Pat
             labels(&sb).join(", ")
         );
     }
+    Ok((c, sa, sb))
+}
+
+/// `iopath compare SWEEP_A SWEEP_B`: each point's median runs compared as two runs are.
+fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Path) -> Result<ExitCode> {
+    let (c, sa, sb) = sweeps_compared(fa, fb)?;
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         write_file(&d.join("report.html"), report::html::sweep_compare_page(&c, &sa, &sb))?;
-        for (stem, svg) in report::html::sweep_compare_charts(&sa, &sb) {
+        for (stem, svg) in report::html::sweep_compare_charts(&sa, &sb, ("A", "B"), "") {
             write_file(&d.join(format!("{stem}.svg")), svg)?;
         }
         write_file(&d.join("compare.json"), serde_json::to_vec_pretty(&c)?)?;
@@ -340,6 +353,48 @@ fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Pat
         }
         None => print(|w| w.write_all(&out))?,
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `iopath study NAME=A,B ...`: each column's two sweeps compared, the columns side by side on
+/// one page (study.html) and in study.json.
+fn study_cmd(a: StudyArgs) -> Result<ExitCode> {
+    let sides = a.sides.split_once(',').filter(|(x, y)| !x.is_empty() && !y.is_empty() && !y.contains(','));
+    let Some(sides) = sides else {
+        anyhow::bail!("--sides {}: expected two names, A,B (e.g. --sides 'IOMMU off,IOMMU strict')", a.sides)
+    };
+    let mut cols = Vec::new();
+    for spec in &a.columns {
+        let parsed = spec.split_once('=').and_then(|(n, ab)| Some((n, ab.split_once(',')?)));
+        let Some((name, (pa, pb))) = parsed.filter(|(n, (x, y))| !n.is_empty() && !x.is_empty() && !y.is_empty())
+        else {
+            anyhow::bail!("column '{spec}': expected NAME=SWEEP_A,SWEEP_B (sweep.json files or their folders)")
+        };
+        let file = |p: &str| {
+            sweep_file(std::path::Path::new(p))
+                .with_context(|| format!("column '{name}': {p} is not an iopath.sweep/1 file or a folder holding one"))
+        };
+        let (fa, fb) = (file(pa)?, file(pb)?);
+        let (c, sa, sb) = sweeps_compared(&fa, &fb).with_context(|| format!("column '{name}'"))?;
+        cols.push((name.to_owned(), c, sa, sb));
+    }
+    let columns: Vec<report::html::Column> =
+        cols.iter().map(|(name, c, sa, sb)| report::html::Column { name, c, a: sa, b: sb }).collect();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    write_file(&a.out.join("study.html"), report::html::study_page(&columns, sides, a.note.as_deref()))?;
+    let json = serde_json::json!({
+        "schema": "iopath.study/1",
+        "sides": [sides.0, sides.1],
+        "note": a.note,
+        "columns": cols.iter().map(|(name, c, _, _)| serde_json::json!({"name": name, "comparison": c})).collect::<Vec<_>>(),
+    });
+    write_file(&a.out.join("study.json"), serde_json::to_vec_pretty(&json)?)?;
+    print(|w| {
+        for (name, c, _, _) in &cols {
+            writeln!(w, "{name}: {}", c.verdict)?;
+        }
+        writeln!(w, "study.html and study.json in {}", a.out.display())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

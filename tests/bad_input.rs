@@ -533,4 +533,20 @@ fn sweep_lists_and_sweep_comparisons() {
     ]);
     assert!(err.contains("could be compared") && err.contains("runs/ beside sweep.json"), "{err}");
     assert!(!out.exists(), "nothing left behind");
+    // A study's columns and side names.
+    let st = d.join("study");
+    let (qa, qb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for (args, says) in [
+        (vec!["no-equals-sign"], "expected NAME=SWEEP_A,SWEEP_B"),
+        (vec!["k=only-one-sweep"], "expected NAME=SWEEP_A,SWEEP_B"),
+        (vec!["--sides", "one", &format!("k={qa},{qa}")], "--sides one: expected two names"),
+        (vec![&format!("k=/nonexistent,{qa}")], "column 'k': /nonexistent is not an iopath.sweep/1 file"),
+        (vec![&format!("k={qa},{qb}")], "column 'k': the two sweeps do not sweep the same axes"),
+    ] {
+        let mut full = vec!["study", "--out", st.to_str().unwrap()];
+        full.extend(args.iter().copied());
+        let err = fails(&full);
+        assert!(err.contains(says), "{args:?}: expected '{says}' in: {err}");
+        assert!(!st.exists(), "{args:?}: nothing left behind");
+    }
 }

@@ -447,4 +447,28 @@ fn two_sweeps_compare_point_by_point() {
     let (ok, total) = plots_ok(&dom);
     assert!(total == 3 && ok == total, "IOPS, p50 and p99 overlaid: {ok} of {total}");
     prints_cleanly(&out.join("report.html"), &["two sweeps", "verdict", "Point by point", "Configuration changes"]);
+    // The same pair as a study page's columns (the VM rig puts one kernel in each): both columns'
+    // charts side by side, each column's verdict in the card, named by --sides.
+    let st = d.join("study");
+    let ab = format!("{},{}", a.display(), b.display());
+    let o = iopath(&[
+        "study",
+        "--sides",
+        "free,limited",
+        "--out",
+        st.to_str().unwrap(),
+        &format!("first={ab}"),
+        &format!("second={ab}"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sj: serde_json::Value = serde_json::from_slice(&std::fs::read(st.join("study.json")).unwrap()).unwrap();
+    assert_eq!(sj["schema"], "iopath.study/1");
+    assert_eq!(sj["columns"][1]["comparison"]["verdict"], c["verdict"], "each column is the pair's comparison");
+    let html = std::fs::read_to_string(st.join("study.html")).unwrap();
+    assert!(html.contains(">first: IOPS<") && html.contains(">second: p99 latency<"), "charts titled by column");
+    assert!(html.contains(">free uring<") && html.contains(">limited uring<"), "legends named by --sides");
+    let dom = rendered(&st.join("study.html"));
+    let (ok, total) = plots_ok(&dom);
+    assert!(total == 6 && ok == total, "two columns of IOPS, p50 and p99: {ok} of {total}");
+    prints_cleanly(&st.join("study.html"), &["iopath study", "first", "Side by side", "second: point by point"]);
 }

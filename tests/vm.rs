@@ -249,7 +249,10 @@ fn iommu_sweeps_compared() {
             assert!(dir.join(f).is_file(), "{kernel}: {f}");
         }
         let study = std::fs::read_to_string(off.with_file_name("study.html")).unwrap();
-        assert!(study.contains(&format!("<th>Debian {kernel}</th>")) && study.contains("<svg"), "{kernel}: study.html");
+        assert!(study.contains(&format!(">Debian {kernel}: IOPS<")), "{kernel}: study.html has its column");
+        let sj = json(&off.with_file_name("study.json"));
+        let col = sj["columns"].as_array().unwrap().iter().find(|x| x["name"] == format!("Debian {kernel}"));
+        assert_eq!(col.expect("its column in study.json")["comparison"]["verdict"], c["verdict"], "{kernel}");
     }
 }
 

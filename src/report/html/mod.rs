@@ -1,5 +1,5 @@
 //! Self-contained HTML reports (nothing fetched: styles, plots and flamegraphs are inline) for a
-//! trace, a sweep and a comparison. Each page reads top-down as a report: a summary card, the
+//! trace, a sweep, a comparison of two runs or two sweeps, and a study (comparisons side by side). Each page reads top-down as a report: a summary card, the
 //! phase breakdown, distributions and time series, per-I/O counts, flamegraphs at the page's
 //! full width, and the configuration grouped. It prints (A4, sections kept whole). A script
 //! checks on load that every chart rendered and has both axis labels, and measures each
@@ -7,11 +7,13 @@
 //! with `#selftest` in the address it also searches and zooms each flamegraph.
 
 mod compare;
+mod study;
 mod sweep;
 mod sweep_compare;
 mod trace;
 
 pub use compare::{compare_page, Sides};
+pub use study::{study_page, Column};
 pub use sweep::{sweep_charts, sweep_page};
 pub use sweep_compare::{sweep_compare_charts, sweep_compare_page};
 pub use trace::trace_page;
@@ -137,13 +139,13 @@ fn config_changes(changes: &[crate::compare::ConfigChange], sides: (&str, &str))
 }
 
 /// One field of a summary card: its key, its value (HTML), and how wide it is.
-struct Field {
-    key: &'static str,
+struct Field<'a> {
+    key: &'a str,
     value: String,
     class: &'static str,
 }
 
-fn field(key: &'static str, value: String) -> Field {
+fn field(key: &'static str, value: String) -> Field<'static> {
     Field { key, value, class: "" }
 }
 
@@ -153,7 +155,9 @@ fn card(fields: &[Field]) -> String {
         let _ = write!(
             s,
             "<div class=\"f {}\"><div class=\"k\">{}</div><div class=\"v\">{}</div></div>",
-            f.class, f.key, f.value
+            f.class,
+            esc(f.key),
+            f.value
         );
     }
     s.push_str("</section>");
