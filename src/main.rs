@@ -588,21 +588,23 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     }
     let mut out = Vec::new();
     let w = s.points.iter().map(|p| p.label.len()).max().unwrap_or(5).max(5) + 2;
-    writeln!(
-        out,
-        "{:<w$}{:>5}{:>12}{:>22}{:>10}{:>10}{:>10}",
-        "point", "runs", "IOPS", "min..max", "p50 us", "p99 us", "in flight"
-    )?;
+    // One latency column per --percentiles entry (fio's percentile_list), each the median run's.
+    let pct_head: String =
+        s.percentiles.iter().map(|&pc| format!("{:>10}", format!("{} us", report::html::pct_name(pc)))).collect();
+    writeln!(out, "{:<w$}{:>5}{:>12}{:>22}{pct_head}{:>10}", "point", "runs", "IOPS", "min..max", "in flight")?;
     for p in &s.points {
+        let pcts: String = s
+            .percentiles
+            .iter()
+            .map(|&pc| p.percentile(pc).map_or(format!("{:>10}", "unknown"), |v| format!("{:>10.1}", v.median / 1000.0)))
+            .collect();
         writeln!(
             out,
-            "{:<w$}{:>5}{:>12.0}{:>22}{:>10.1}{:>10.1}{:>10.1}",
+            "{:<w$}{:>5}{:>12.0}{:>22}{pcts}{:>10.1}",
             p.label,
             p.runs,
             p.iops.median,
             format!("{:.0}..{:.0}", p.iops.min, p.iops.max),
-            p.lat_p50_ns.median / 1000.0,
-            p.lat_p99_ns.median / 1000.0,
             p.inflight_avg.median
         )?;
     }

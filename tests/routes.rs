@@ -244,6 +244,29 @@ fn throttled_bios_are_followed_and_compare_names_the_cgroup_limit() {
     for log in ["_bw.1.log", "_lat.1.log"] {
         assert!(std::path::Path::new(&format!("{}{log}", logs.display())).is_file(), "{log}");
     }
+    // fio's own plotting front end (fio2gnuplot, from Debian's fio package) reads our iops log:
+    // its per-interval data (seconds, value) are the JSON's points.
+    let o = std::process::Command::new("fio2gnuplot")
+        .current_dir(&d)
+        .args(["-p", "*_iops.1.log", "-d", "f2g"])
+        .output()
+        .expect("fio2gnuplot (fio's package)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = std::fs::read_to_string(d.join("f2g/_iops.1")).unwrap();
+    let rows: Vec<(f64, f64)> = data
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let v: Vec<f64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (v[1], v[2])
+        })
+        .collect();
+    assert_eq!(rows.len(), points.len(), "fio2gnuplot read every interval: {data}");
+    for (r, p) in rows.iter().zip(points) {
+        let end_s = (p["t_ns"].as_u64().unwrap() + p["dur_ns"].as_u64().unwrap()) / 1_000_000;
+        assert!((r.0 - end_s as f64 / 1000.0).abs() < 0.006, "{r:?} against {p}");
+        assert_eq!(r.1, p["iops"].as_f64().unwrap().round(), "{r:?} against {p}");
+    }
     // Queued far faster than the limit, so most I/Os waited in blk-throttle, each counted there.
     let share = route_share(&after, "throttled");
     assert!(share > 0.05, "throttled share {share}: {}", after["routes"]);

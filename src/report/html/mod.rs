@@ -14,7 +14,7 @@ mod trace;
 
 pub use compare::{compare_page, Sides};
 pub use study::{study_page, Column};
-pub use sweep::{sweep_charts, sweep_page};
+pub use sweep::{pct_name, sweep_charts, sweep_page};
 pub use sweep_compare::{sweep_compare_charts, sweep_compare_page};
 pub use trace::trace_page;
 
