@@ -596,7 +596,9 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         let pcts: String = s
             .percentiles
             .iter()
-            .map(|&pc| p.percentile(pc).map_or(format!("{:>10}", "unknown"), |v| format!("{:>10.1}", v.median / 1000.0)))
+            .map(|&pc| {
+                p.percentile(pc).map_or(format!("{:>10}", "unknown"), |v| format!("{:>10.1}", v.median / 1000.0))
+            })
             .collect();
         writeln!(
             out,
