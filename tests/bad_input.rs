@@ -518,16 +518,22 @@ fn sweep_lists_and_sweep_comparisons() {
     assert!(err.contains("one side is a sweep and the other is not"), "{err}");
     let err = fails(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert!(err.contains("do not sweep the same axes"), "{err}");
-    // Two sweeps of one grid with nothing in common, or whose run reports were not kept (the
-    // committed studies keep only sweep.json): an error naming why, no page left behind.
+    // Two sweeps of one grid with nothing in common, or whose run reports were not kept (a
+    // committed study's sweep.json copied without its runs/): an error naming why, no page left.
     let err = fails(&["compare", a.to_str().unwrap(), sweep("qd2", "qd").to_str().unwrap()]);
     assert!(err.contains("no point in common"), "{err}");
     let study = Path::new(env!("CARGO_MANIFEST_DIR")).join("flamegraphs/example/kernel-study");
+    let bare = |mode: &str| {
+        let p = d.join(format!("bare-{mode}"));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::copy(study.join(format!("6.12-iommu-{mode}/sweep.json")), p.join("sweep.json")).unwrap();
+        p
+    };
     let out = d.join("cmp-no-runs");
     let err = fails(&[
         "compare",
-        study.join("6.12-iommu-off").to_str().unwrap(),
-        study.join("6.12-iommu-strict").to_str().unwrap(),
+        bare("off").to_str().unwrap(),
+        bare("strict").to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);

@@ -364,6 +364,34 @@ fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
     );
 }
 
+/// The committed kernel study (flamegraphs/example/kernel-study: the VM rig's sweeps on Debian
+/// 6.1 and 6.12, IOMMU off and strict, with their points' median runs) drawn again by
+/// `iopath study` without the rig: each column's verdict the committed one, every chart
+/// rendered with its labels, and the page prints.
+#[test]
+fn the_committed_kernel_study_is_drawn_again() {
+    let study = Path::new(env!("CARGO_MANIFEST_DIR")).join("flamegraphs/example/kernel-study");
+    let d = scratch("html-study-committed");
+    let col = |k: &str| {
+        let side = |m: &str| study.join(format!("{k}-iommu-{m}")).display().to_string();
+        format!("Debian {k}={},{}", side("off"), side("strict"))
+    };
+    let out = d.join("study");
+    let o = iopath(&["study", "--sides", "off,strict", "--out", out.to_str().unwrap(), &col("6.1"), &col("6.12")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |p: &Path| -> serde_json::Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let (now, then) = (read(&out.join("study.json")), read(&study.join("study.json")));
+    for i in 0..2 {
+        let (a, b) = (&now["columns"][i], &then["columns"][i]);
+        assert_eq!(a["name"], b["name"]);
+        assert_eq!(a["comparison"]["verdict"], b["comparison"]["verdict"], "the committed verdict, drawn again");
+    }
+    let dom = rendered(&out.join("study.html"));
+    let (ok, total) = plots_ok(&dom);
+    assert!(total == 6 && ok == total, "IOPS, p50 and p99 for each kernel: {ok} of {total}");
+    prints_cleanly(&out.join("study.html"), &["iopath study", "Debian 6.1", "Side by side", "Debian 6.12: point by point"]);
+}
+
 #[test]
 fn ctrl_c_keeps_the_runs_that_finished() {
     require_root();
