@@ -305,19 +305,9 @@ fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
     let dev = LoopDev::new(&d.join("backing"), 64, 512);
     let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
     let trace = |dir: &Path, cg: Option<&Blkio>| {
-        let args = ["trace", "--device", &dev.0, "--qd", "8", "--runtime", "3s", "--interval", "500ms"];
-        let cmd = match cg {
-            Some(cg) => format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", cg.0.display()),
-            None => "exec \"$0\" \"$@\"".to_owned(),
-        };
-        let o = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .arg(bin())
-            .args(args)
-            .args(["--out", dir.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let args = ["trace", "--device", &dev.0, "--qd", "8", "--runtime", "3s", "--interval", "500ms", "--out"];
+        let args = [&args[..], &[dir.to_str().unwrap()]].concat();
+        let o = cg.map_or_else(|| iopath(&args), |cg| cg.iopath(&args));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     let (a, b) = (d.join("a"), d.join("b"));
@@ -389,7 +379,10 @@ fn the_committed_kernel_study_is_drawn_again() {
     let dom = rendered(&out.join("study.html"));
     let (ok, total) = plots_ok(&dom);
     assert!(total == 6 && ok == total, "IOPS, p50 and p99 for each kernel: {ok} of {total}");
-    prints_cleanly(&out.join("study.html"), &["iopath study", "Debian 6.1", "Side by side", "Debian 6.12: point by point"]);
+    prints_cleanly(
+        &out.join("study.html"),
+        &["iopath study", "Debian 6.1", "Side by side", "Debian 6.12: point by point"],
+    );
 }
 
 #[test]
@@ -433,11 +426,7 @@ fn two_sweeps_compare_point_by_point() {
         let mut args: Vec<&str> = vec!["sweep"];
         args.extend(grid);
         args.extend([dev.0.as_str(), "--out", dir.to_str().unwrap()]);
-        let cmd = match cg {
-            Some(cg) => format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", cg.0.display()),
-            None => "exec \"$0\" \"$@\"".to_owned(),
-        };
-        let o = std::process::Command::new("sh").arg("-c").arg(cmd).arg(bin()).args(&args).output().unwrap();
+        let o = cg.map_or_else(|| iopath(&args), |cg| cg.iopath(&args));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     let (a, b) = (d.join("a"), d.join("b"));

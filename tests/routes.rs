@@ -165,8 +165,7 @@ fn sqpoll_is_followed_and_its_pickup_timed() {
 
 /// `iopath trace ARGS --json -` run inside a cgroup.
 fn trace_in(cg: &Blkio, args: &[&str]) -> Value {
-    let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" trace --json - \"$@\"", cg.0.display());
-    let out = std::process::Command::new("sh").arg("-c").arg(cmd).arg(bin()).args(args).output().unwrap();
+    let out = cg.iopath(&[&["trace", "--json", "-"], args].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -319,6 +319,14 @@ impl Blkio {
     }
 }
 
+impl Blkio {
+    /// `iopath ARGS` run inside this cgroup (the shell joins it, then execs iopath).
+    pub fn iopath(&self, args: &[&str]) -> Output {
+        let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", self.0.display());
+        std::process::Command::new("sh").arg("-c").arg(cmd).arg(bin()).args(args).output().unwrap()
+    }
+}
+
 impl Drop for Blkio {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.0);
