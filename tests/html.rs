@@ -293,6 +293,22 @@ fn compare_page_renders_with_its_differential_flamegraph() {
     );
 }
 
+/// `iopath ARGS --out DIR` twice on `dev`: freely into d/a, then into d/b inside a blkio cgroup
+/// that holds the device to `limit` read IOPS (the kernel holds it: the tests' reference).
+fn free_then_limited(d: &Path, dev: &LoopDev, limit: u32, args: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
+    let (a, b) = (d.join("a"), d.join("b"));
+    let run = |dir: &Path, cg: Option<&Blkio>| {
+        let full = [args, &["--out", dir.to_str().unwrap()]].concat();
+        let o = cg.map_or_else(|| iopath(&full), |cg| cg.iopath(&full));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&a, None);
+    let cg = Blkio::new("iopath-html-limited", "blkio.throttle.read_iops_device", &format!("{devnum} {limit}"));
+    run(&b, Some(&cg));
+    (a, b)
+}
+
 /// Two real traces compared, the second under a blk-throttle limit of 3000 IOPS (the kernel
 /// holds it: the independent reference): the page draws both runs' phase distributions on one
 /// axis (from the raw.json beside each report) and both over time, the limited run's IOPS per
@@ -303,19 +319,8 @@ fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
     let _s = serial();
     let d = scratch("html-compare-traces");
     let dev = LoopDev::new(&d.join("backing"), 64, 512);
-    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
-    let trace = |dir: &Path, cg: Option<&Blkio>| {
-        let args = ["trace", "--device", &dev.0, "--qd", "8", "--runtime", "3s", "--interval", "500ms", "--out"];
-        let args = [&args[..], &[dir.to_str().unwrap()]].concat();
-        let o = cg.map_or_else(|| iopath(&args), |cg| cg.iopath(&args));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    let (a, b) = (d.join("a"), d.join("b"));
-    trace(&a, None);
-    {
-        let cg = Blkio::new("iopath-html-compare", "blkio.throttle.read_iops_device", &format!("{devnum} 3000"));
-        trace(&b, Some(&cg));
-    }
+    let args = ["trace", "--device", &dev.0, "--qd", "8", "--runtime", "3s", "--interval", "500ms"];
+    let (a, b) = free_then_limited(&d, &dev, 3000, &args);
     let out = d.join("cmp");
     let o = iopath(&[
         "compare",
@@ -420,21 +425,9 @@ fn two_sweeps_compare_point_by_point() {
     let _s = serial();
     let d = scratch("html-sweep-compare");
     let dev = LoopDev::new(&d.join("backing"), 64, 512);
-    let devnum = sh("cat", &[&format!("/sys/block/{}/dev", dev.0.trim_start_matches("/dev/"))]);
     let grid = ["--engine", "uring", "--qd", "1,16", "--repeat", "2", "--seed", "3", "--runtime", "700ms", "--device"];
-    let sweep = |dir: &Path, cg: Option<&Blkio>| {
-        let mut args: Vec<&str> = vec!["sweep"];
-        args.extend(grid);
-        args.extend([dev.0.as_str(), "--out", dir.to_str().unwrap()]);
-        let o = cg.map_or_else(|| iopath(&args), |cg| cg.iopath(&args));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    let (a, b) = (d.join("a"), d.join("b"));
-    sweep(&a, None);
-    {
-        let cg = Blkio::new("iopath-sweep-compare", "blkio.throttle.read_iops_device", &format!("{devnum} 3000"));
-        sweep(&b, Some(&cg));
-    }
+    let args = [&["sweep"][..], &grid, &[dev.0.as_str()]].concat();
+    let (a, b) = free_then_limited(&d, &dev, 3000, &args);
     let out = d.join("cmp");
     let c = json_of("compare", &[a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_eq!(c["schema"], "iopath.sweep-compare/1");
