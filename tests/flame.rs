@@ -224,6 +224,8 @@ fn differential_graph_of_two_folded_files() {
     assert!(diff.contains("app;read;blk_mq_submit_bio_[k] 80 50"), "{diff}");
     let svg = read(&d.join("o/diff.svg"));
     assert!(svg.contains("red grew") && svg.contains("class=\"iop-iommu\""));
+    // Both files in one folder: the title names them by path (by folder when the folders differ).
+    assert!(svg.contains(&format!("iopath differential: {}", d.join("before.folded").display())), "title");
 
     // A corrupt input is named, with what is wrong.
     std::fs::write(d.join("bad.folded"), "app;read twelve\n").unwrap();

@@ -165,7 +165,17 @@ pub fn write_diff(before: &Path, after: &Path, dir: &Path) -> Result<(PathBuf, P
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let folded = dir.join("diff.folded");
     crate::output::write_file(&folded, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
-    let title = format!("iopath differential: {} -> {}", before.display(), after.display());
+    // Each side by its folder (".../before/oncpu.folded" -> "before"): whole paths ran past the
+    // graph's width on a report page ("opath differential: tests/data/...").
+    let name = |p: &Path| {
+        let dir = p.parent().and_then(|d| d.file_name()).map(|d| d.to_string_lossy().into_owned());
+        dir.filter(|d| !d.is_empty()).unwrap_or_else(|| p.display().to_string())
+    };
+    let (b, a) = match (name(before), name(after)) {
+        (b, a) if b != a => (b, a),
+        _ => (before.display().to_string(), after.display().to_string()),
+    };
+    let title = format!("iopath differential: {b} -> {a}");
     let svg = render::svg(
         &lines,
         &render::Labels {
