@@ -199,6 +199,85 @@ fn sweep_runs_the_grid_and_its_page_renders() {
     prints_cleanly(&out.join("report.html"), &["iopath sweep", "IOPS vs queue depth", "Points", "Configuration"]);
 }
 
+/// A sweep of two targets and two block sizes with fio's percentile list: every point named by
+/// its axes, the block size on x with one line per device, one chart and one terminal column per
+/// percentile, and each device's own read counter (/sys/block/X/stat: the kernel's count, the
+/// reference) grown by the I/Os the runs on it report.
+#[test]
+fn a_sweep_of_targets_and_block_sizes_with_chosen_percentiles() {
+    require_root();
+    let _s = serial();
+    let d = scratch("html-sweep-axes");
+    let devs = [LoopDev::new(&d.join("b1"), 64, 512), LoopDev::new(&d.join("b2"), 64, 512)];
+    // udev may still be probing a fresh loop device: let it finish before the counts are read.
+    let _ = std::process::Command::new("udevadm").arg("settle").status();
+    let before: Vec<[u64; 4]> = devs.iter().map(|l| disk_stat(&l.0)).collect();
+    let out = d.join("sweep");
+    let targets = format!("{},{}", devs[0].0, devs[1].0);
+    let o = iopath(&[
+        "sweep",
+        "--engine",
+        "uring",
+        "--qd",
+        "2",
+        "--bs",
+        "4k,64k",
+        "--device",
+        &targets,
+        "--percentiles",
+        "10,50,90,95,99,99.9",
+        "--repeat",
+        "1",
+        "--runtime",
+        "400ms",
+        "--no-trace",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("p10 us    p50 us    p90 us    p95 us    p99 us  p99.9 us"), "{text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(s["x_axis"], "bs");
+    assert_eq!(s["swept"], serde_json::json!(["bs", "target"]));
+    assert_eq!(s["percentiles"], serde_json::json!([10.0, 50.0, 90.0, 95.0, 99.0, 99.9]));
+    let labels: Vec<&str> = s["points"].as_array().unwrap().iter().map(|p| p["label"].as_str().unwrap()).collect();
+    assert_eq!(labels.len(), 4);
+    for p in s["points"].as_array().unwrap() {
+        let ps: Vec<f64> =
+            p["lat_percentiles_ns"].as_array().unwrap().iter().map(|x| x["median"].as_f64().unwrap()).collect();
+        assert!(ps.len() == 6 && ps.windows(2).all(|w| w[0] <= w[1]), "percentiles in order: {p}");
+    }
+    // Each device read what the runs on it report (plus at most a few reads of anything else).
+    for (dev, b) in devs.iter().zip(&before) {
+        let ios: u64 = s["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["target"]["path"] == dev.0.as_str())
+            .map(|r| {
+                let rep: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(out.join(r["report"].as_str().unwrap())).unwrap()).unwrap();
+                rep["ios"].as_u64().unwrap()
+            })
+            .sum();
+        let read = delta(*b, disk_stat(&dev.0))[0];
+        eprintln!("{}: {read} reads counted, {ios} reported", dev.0);
+        assert!(ios > 1000 && read >= ios && read <= ios + 64, "{}: {read} reads counted, {ios} reported", dev.0);
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for dev in &devs {
+        assert!(html.contains(&format!(">uring qd2 {}</text>", dev.0)), "a line per device");
+    }
+    let dom = rendered(&out.join("report.html"));
+    let (ok, total) = plots_ok(&dom);
+    // IOPS, six percentiles, IRQs and context switches per I/O over block size; the phase bars.
+    assert!(total >= 7 && ok == total, "{ok} of {total} plots rendered");
+    for pc in ["p10", "p90", "p95", "p99.9"] {
+        assert!(out.join(format!("{pc}_vs_bs.svg")).is_file(), "{pc}'s chart");
+    }
+}
+
 #[test]
 fn trace_page_renders_with_its_flamegraph() {
     require_root();
