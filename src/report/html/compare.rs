@@ -177,7 +177,7 @@ pub fn compare_page(c: &Comparison, sides: &Sides, diff_svg: Option<&str>) -> St
         .map(|(k, v)| vec![k.replace('_', " "), format!("{:.3}", v.before), format!("{:.3}", v.after)])
         .collect();
     body.push_str(&table(&["event", "before", "after"], &rows));
-    body.push_str(&config_changes(&c.config_changes, ("before", "after")));
+    body.push_str(&config_changes("<h2>Configuration changes</h2>", &c.config_changes, ("before", "after")));
     if !c.config_one_side_only.is_empty() {
         body.push_str(&format!(
             "<p>Recorded on one side only, not compared: {}</p>",

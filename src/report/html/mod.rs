@@ -124,10 +124,10 @@ fn kv_table(head: &[&str], rows: &[Vec<String>]) -> String {
     table(head, rows).replacen("<table>", "<table class=\"kv\">", 1)
 }
 
-/// "Configuration changes": what differs between two sides, a row per setting ("none" when
-/// nothing does).
-fn config_changes(changes: &[crate::compare::ConfigChange], sides: (&str, &str)) -> String {
-    let mut s = String::from("<h2>Configuration changes</h2>");
+/// What differs between two sides' configurations, a row per setting ("none" when nothing
+/// does), under the caller's heading.
+fn config_changes(heading: &str, changes: &[crate::compare::ConfigChange], sides: (&str, &str)) -> String {
+    let mut s = heading.to_owned();
     if changes.is_empty() {
         s.push_str("<p>none</p>");
     } else {

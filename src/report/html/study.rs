@@ -55,11 +55,8 @@ pub fn study_page(cols: &[Column], sides: SideNames, note: Option<&str>) -> Stri
     for col in cols {
         body.push_str(&format!("<h2>{}: point by point</h2>", esc(col.name)));
         body.push_str(&point_table(col.c, sides));
-        body.push_str(&config_changes(&col.c.config_changes, sides).replacen(
-            "<h2>Configuration changes</h2>",
-            &format!("<h3>{}: configuration changes</h3>", esc(col.name)),
-            1,
-        ));
+        let heading = format!("<h3>{}: configuration changes</h3>", esc(col.name));
+        body.push_str(&config_changes(&heading, &col.c.config_changes, sides));
     }
     page(&title, &body)
 }

@@ -124,6 +124,6 @@ pub fn sweep_compare_page(c: &SweepComparison, a: &SweepReport, b: &SweepReport)
     }
     body.push_str("</div><h2>Point by point</h2>");
     body.push_str(&point_table(c, ("A", "B")));
-    body.push_str(&config_changes(&c.config_changes, ("A", "B")));
+    body.push_str(&config_changes("<h2>Configuration changes</h2>", &c.config_changes, ("A", "B")));
     page("iopath compare: two sweeps", &body)
 }
