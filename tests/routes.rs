@@ -365,22 +365,37 @@ fn traced_sync_commands_agree_with_their_own_counts() {
     require_root();
     let _s = serial();
     let (d, f) = scratch_file("routes-cmd");
-    // dd: 5000 direct reads; its own count is the reference.
+    // dd: 5000 direct reads; its own count is the reference. Beside it, bpftrace counts dd's
+    // requests the kernel issued and those it reported complete (block_rq_issue and
+    // block_rq_complete, matched by sector): the reference for what no tracer can follow.
+    let bt = BpfTrace::start(
+        r#"tracepoint:block:block_rq_issue /comm == "dd"/ { @iss[args->sector] = 1; @issued = count(); }
+           tracepoint:block:block_rq_complete /@iss[args->sector]/ { delete(@iss[args->sector]); @completed = count(); }
+           END { clear(@iss); }"#,
+    );
     let r = trace_cmd(&["dd", &format!("if={f}"), "of=/dev/null", "bs=4k", "count=5000", "iflag=direct"]);
+    let seen = bt.stop();
+    let unreported = seen["issued"] - seen.get("completed").copied().unwrap_or(0.0);
     // dd did 5000 direct reads; its loader's few buffered reads of its libraries are the page
     // cache's (counted in ios, not in the direct table). Each read followed end to end, or
-    // counted where the report says what it did not follow (one of 5000 went unfollowed in one
-    // CI run, not in six runs by hand: the open unlinked defect), never silently missing.
+    // counted where the report says what it did not follow, never silently missing. On this
+    // freshly written ext4 file the kernel issues some requests and never reports them complete
+    // (1-17 of 5000 in a third of the runs: block_rq_complete and block_io_done fire for none of
+    // them, bpftrace's count short by exactly iopath's unlinked); what iopath leaves unlinked
+    // must be no more than that.
     let followed = r["phases"]["total"]["count"].as_u64().unwrap();
-    let unfollowed = r["unlinked"].as_u64().unwrap() + r["lost_events"]["total"].as_u64().unwrap();
+    let unlinked = r["unlinked"].as_u64().unwrap();
+    let unfollowed = unlinked + r["lost_events"]["total"].as_u64().unwrap();
+    eprintln!("dd: {followed} followed, {unlinked} unlinked; bpftrace: {seen:?}");
     assert!(
-        followed >= 4995 && followed + unfollowed >= 5000,
-        "dd did 5000 reads: {followed} followed; unlinked {}, lost {}",
-        r["unlinked"],
+        followed >= 4950 && followed + unfollowed >= 5000 && unlinked as f64 <= unreported,
+        "dd did 5000 reads: {followed} followed; unlinked {unlinked} (the kernel did not report {unreported} \
+         completions to bpftrace: {seen:?}), lost {}",
         r["lost_events"]
     );
     let loader = r["page_cache"]["reads"]["total"]["count"].as_u64().unwrap_or(0);
-    assert_eq!(r["ios"].as_u64(), Some(5000 + loader), "{}", r["page_cache"]);
+    // ios counts what closed: the unfollowed are counted apart.
+    assert_eq!(r["ios"].as_u64().unwrap() + unfollowed, 5000 + loader, "{}", r["page_cache"]);
     assert!(loader < 16, "{loader} buffered reads besides dd's own");
     followed_and_reconciled(&r, "dd iflag=direct");
     assert!(route_share(&r, "sync") >= 0.99);
