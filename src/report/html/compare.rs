@@ -1,9 +1,9 @@
 //! report.html of a comparison.
 
-use super::trace::{end_s, hist_buckets, steady, time_line};
+use super::trace::{end_s, hist_buckets, steady, time_line, PHASES};
 use super::{card, config_changes, esc, field, flame_frame, page, table, warnings_html, Field};
 use crate::compare::{Change, Comparison};
-use crate::model::{Phase, RawTrace};
+use crate::model::RawTrace;
 use crate::report::plot::{self, Dist, WIDE};
 use crate::timeseries::{Point, TimeSeries};
 
@@ -15,13 +15,6 @@ pub struct Sides<'a> {
     pub timeseries: [Option<&'a TimeSeries>; 2],
     pub raw: [Option<&'a RawTrace>; 2],
 }
-
-const PHASES: [(&str, Phase); 4] = [
-    ("submission", Phase::Submission),
-    ("block", Phase::Block),
-    ("device", Phase::Device),
-    ("completion", Phase::Completion),
-];
 
 /// Each phase's distribution before and after, one row each on one shared log axis, the two rows
 /// of a phase in its colour: a shift reads as a move along the same x.

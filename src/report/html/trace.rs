@@ -9,6 +9,14 @@ use crate::report::Report;
 
 const US: f64 = 1000.0;
 
+/// The four phases as the distributions name them, with their histograms' index.
+pub(super) const PHASES: [(&str, Phase); 4] = [
+    ("submission", Phase::Submission),
+    ("block", Phase::Block),
+    ("device", Phase::Device),
+    ("completion", Phase::Completion),
+];
+
 /// Histogram slots merged 8 at a time, in us: 4 bars per power of two read better than 32.
 pub(super) fn hist_buckets(h: &BpfHist) -> Vec<(f64, f64, u64)> {
     let mut merged: BTreeMap<u32, u64> = BTreeMap::new();
@@ -165,21 +173,17 @@ pub fn trace_page(report: &Report, raw: &RawTrace, flames: &[(&str, String)]) ->
             })
             .collect();
         body.push_str(&table(&["phase", "mean us", "p50 us", "p90 us", "p99 us", "max us", "share"], &rows));
-        let dists: Vec<Dist> = [
-            ("submission", Phase::Submission, &p.submission),
-            ("block", Phase::Block, &p.block),
-            ("device", Phase::Device, &p.device),
-            ("completion", Phase::Completion, &p.completion),
-        ]
-        .iter()
-        .map(|(n, ph, s)| Dist {
-            name: n.to_string(),
-            buckets: hist_buckets(&raw.phase(*ph)),
-            p50: (s.count > 0).then_some(s.p50_ns as f64 / US),
-            p99: (s.count > 0).then_some(s.p99_ns as f64 / US),
-            color: None,
-        })
-        .collect();
+        let dists: Vec<Dist> = PHASES
+            .iter()
+            .zip([&p.submission, &p.block, &p.device, &p.completion])
+            .map(|((n, ph), s)| Dist {
+                name: n.to_string(),
+                buckets: hist_buckets(&raw.phase(*ph)),
+                p50: (s.count > 0).then_some(s.p50_ns as f64 / US),
+                p99: (s.count > 0).then_some(s.p99_ns as f64 / US),
+                color: None,
+            })
+            .collect();
         body.push_str(
             "<h2>Latency distributions</h2><p>Each phase's distribution on the same log axis, so one \
              value sits at the same place in every row; each row is scaled to its own tallest bar.</p>",
