@@ -121,4 +121,16 @@ static __always_inline __u64 task_io_cgroup(struct task_struct *task)
 			     kn, id);
 }
 
+struct dentry___new {
+	struct hlist_node d_alias;
+} __attribute__((preserve_access_index));
+
+/* The dentry whose d_alias node is `alias` (#16). */
+static __always_inline struct dentry *dentry_of_alias(void *alias)
+{
+	if (bpf_core_field_exists(((struct dentry___new *)0)->d_alias))
+		return alias - bpf_core_field_offset(struct dentry___new, d_alias);
+	return alias - bpf_core_field_offset(struct dentry, d_u.d_alias);
+}
+
 #endif /* IOPATH_CORE_FIXES_BPF_H */

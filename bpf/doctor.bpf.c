@@ -54,4 +54,17 @@ int BPF_KPROBE(doctor_kprobe)
 	return count(DOCTOR_KPROBE);
 }
 
+/* Loaded, never attached: whether the verifier takes BPF atomics (cmpxchg, xchg: 5.12+), which
+ * the per-I/O tables claim and free their slots with (bpf/slots.bpf.h). */
+__u64 atomics_word = 0;
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(doctor_atomics)
+{
+	__u64 seen = __sync_val_compare_and_swap(&atomics_word, 0, 1);
+
+	__sync_lock_test_and_set(&atomics_word, seen);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -95,7 +95,7 @@ static __always_inline int on_dirty_folio(struct folio *folio, struct address_sp
 	/* The name of one of its links (i_dentry lists the dentries of an inode). */
 	alias = BPF_CORE_READ((struct inode *)inode, i_dentry.first);
 	if (alias) {
-		d = (void *)alias - bpf_core_field_offset(struct dentry, d_u.d_alias);
+		d = dentry_of_alias(alias);
 		bpf_probe_read_kernel_str(init.name, sizeof(init.name),
 					  BPF_CORE_READ(d, d_name.name));
 	}

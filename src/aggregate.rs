@@ -171,6 +171,9 @@ pub struct TraceSummary {
     /// Requests per hardware queue, busiest first.
     pub hw_queues: Vec<HwQueue>,
     pub probes: Vec<crate::model::ProbeStatus>,
+    /// Features the kernel could not give this trace, each with its reason (the rest ran).
+    #[serde(default)]
+    pub features_off: Vec<crate::model::FeatureOff>,
     /// `--events`: records received (one per reaped I/O), when on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<u64>,
@@ -795,6 +798,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         ctx_involuntary: raw.counter(Counter::CtxInvoluntary),
         hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
+        features_off: raw.features_off.clone(),
         events: raw.events_received,
         routes: routes(raw, direct + upc_n),
         syscalls,

@@ -316,6 +316,10 @@ pub struct DoctorArgs {
     /// Print JSON (schema iopath.doctor/1) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Print only this kernel's facts as JSON (schema iopath.kernel-facts/1): the recording
+    /// tests/data/kernels/<version>.json holds for each kernel of the VM rig's matrix.
+    #[arg(long, conflicts_with = "json")]
+    pub facts: bool,
 }
 
 /// The workload, fio-style. Shared by `run` and `trace`.

@@ -4,9 +4,20 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::probe::features::{self, AttachKind, AttachResult, TracepointStatus};
+use crate::probe::facts::KernelFacts;
+use crate::probe::features::{self, AttachKind, AttachResult};
+use crate::probe::hooks::{self, Choice, Feature, FeatureState};
 use crate::probe::tracefs::Tracefs;
 use crate::sysconf::{self, BlockQueue, IommuState, SysRoots};
+
+/// A hook's tracepoint on this kernel.
+#[derive(Clone, Debug, Serialize)]
+pub struct TracepointStatus {
+    pub name: String,
+    pub present: bool,
+    pub used_for: &'static str,
+    pub required: bool,
+}
 
 #[derive(Debug, Serialize)]
 pub struct Doctor {
@@ -27,8 +38,16 @@ pub struct Doctor {
     pub block_devices: Vec<BlockQueue>,
     pub nvme_poll_queues: Option<u32>,
     pub iommu: IommuState,
-    /// What `iopath trace` will attach on this kernel, and how (hook, kind).
+    /// What `iopath trace` will attach on this kernel, and how (hook, kind), as carried out by
+    /// the dry run: loaded and attached for real.
     pub trace_plan: Vec<(String, String)>,
+    /// Every feature: on, or off with the kernel's reason.
+    pub features: Vec<FeatureState>,
+    /// Whether the default trace's programs were loaded and attached here (the dry run), and
+    /// its error when not.
+    pub dry_run: Option<Result<(), String>>,
+    /// What this kernel offers (tests/data/kernels/*.json are recordings of these).
+    pub facts: KernelFacts,
     /// Every route an I/O can take, and whether `iopath trace` follows it here.
     pub routes: Vec<features::RouteStatus>,
     /// Why tracing cannot work here, each with the fix. Empty = it can.
@@ -57,7 +76,26 @@ pub fn examine(roots: &SysRoots) -> Doctor {
             (None, Some(format!("{e:#}")))
         }
     };
-    let tracepoints = tfs.as_ref().map(features::tracepoints).unwrap_or_default();
+    let mut facts = KernelFacts::gather_with(tfs.as_ref(), privileged);
+    if tfs.is_none() {
+        facts.unseen.push("tracepoints: tracefs could not be read".into());
+    }
+    let planned = hooks::plan(&facts, &hooks::Options::default());
+    let tracepoints: Vec<TracepointStatus> = if tfs.is_some() {
+        planned
+            .hooks
+            .iter()
+            .filter(|h| !h.name.contains("_queue_rq"))
+            .map(|h| TracepointStatus {
+                name: h.name.to_owned(),
+                present: h.present,
+                used_for: h.used_for,
+                required: h.feature == Feature::BlockCore,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     for t in tracepoints.iter().filter(|t| t.required && !t.present) {
         problems.push(format!(
             "tracepoint {} is missing: the kernel lacks block-layer tracing (CONFIG_BLK_DEV_IO_TRACE / tracepoints)",
@@ -89,15 +127,32 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if iommu.group_types.is_empty() {
         notes.push("no IOMMU groups: DMA is untranslated, iommu map/unmap will count 0".into());
     }
-    let symbols = crate::probe::kallsyms::lookup(features::OWNER_SYMBOLS);
+    // The plan carried out: every program of the default trace loaded and attached, then let go.
+    // Only that says "works" (a plan's prediction alone said so on kernels where it failed).
+    let mut plan = planned.clone();
+    let mut dry_run = None;
+    if privileged && btf && tfs.is_some() {
+        if let Some(why) = planned.fatal() {
+            problems.push(why);
+        } else {
+            let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
+            match crate::probe::load::dry_run(planned.clone(), &ksyms) {
+                Ok(p) => {
+                    plan = p;
+                    dry_run = Some(Ok(()));
+                }
+                Err(e) => {
+                    problems.push(format!("the default trace's programs did not load here: {e:#}"));
+                    dry_run = Some(Err(format!("{e:#}")));
+                }
+            }
+        }
+    }
     // Without root, kallsyms reads as zeros and tracefs is closed: every route would look
     // unfollowed for want of what this user cannot see. Say unknown instead.
-    let routes = match &tfs {
-        Some(t) if privileged => features::routes(&|g, n| t.has_event(g, n), &symbols),
-        _ => Vec::new(),
-    };
+    let routes = if tfs.is_some() && privileged { features::routes(&plan, &facts) } else { Vec::new() };
     let tracing_possible = problems.is_empty();
-    let trace_plan = plan(&tracepoints, ok(AttachKind::TpBtf));
+    let trace_plan = if tfs.is_some() { trace_plan(&plan) } else { Vec::new() };
     Doctor {
         schema: "iopath.doctor/1",
         kernel: sysconf::kernel_release(roots),
@@ -115,6 +170,9 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         nvme_poll_queues: sysconf::nvme_poll_queues(roots),
         iommu,
         trace_plan,
+        features: plan.features.clone(),
+        dry_run,
+        facts,
         routes,
         problems,
         notes,
@@ -122,31 +180,18 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     }
 }
 
-/// The same choice probe/session.rs makes: BTF-typed programs where tp_btf works, raw_tp
-/// otherwise; iommu/dma through classic tracepoints; the per-syscall tracepoints not at all (one
-/// raw_syscalls program filters by number); absent tracepoints skipped.
-fn plan(tps: &[TracepointStatus], tp_btf: bool) -> Vec<(String, String)> {
-    let typed = if tp_btf { "tp_btf" } else { "raw_tp" };
-    tps.iter()
-        .map(|t| {
-            let how = if !t.present {
-                "skipped (not on this kernel)"
-            } else if t.name.starts_with("iommu:") || t.name.starts_with("dma:") {
-                "tracepoint"
-            } else if t.name.starts_with("syscalls:") {
-                "via raw_syscalls"
-            } else if t.name == "irq:irq_handler_exit"
-                || t.name.starts_with("block:block_getrq")
-                || t.name.starts_with("block:block_rq_insert")
-                || t.name.starts_with("block:block_io_")
-            {
-                "not attached (inside a phase)"
-            } else if t.name.starts_with("nvme:") {
-                "tp_btf (module BTF)"
-            } else {
-                typed
+/// How each hook is attached on this kernel, from the plan the dry run carried out.
+fn trace_plan(plan: &hooks::Plan) -> Vec<(String, String)> {
+    plan.hooks
+        .iter()
+        .map(|h| {
+            let how = match &h.choice {
+                Choice::Load { via, target, .. } if h.name.ends_with(&format!(":{target}")) => (*via).to_owned(),
+                Choice::Load { via, target, .. } => format!("{via} ({target})"),
+                Choice::Off { why } => format!("off: {why}"),
+                Choice::Unused { why } => format!("not used: {why}"),
             };
-            (t.name.clone(), how.to_owned())
+            (h.name.to_owned(), how)
         })
         .collect()
 }
@@ -198,7 +243,17 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             (false, false) => "absent ",
         };
         let how = d.trace_plan.iter().find(|(n, _)| *n == t.name).map_or("", |(_, h)| h.as_str());
-        writeln!(w, "    {mark}  {:<34} {:<30} {}", t.name, how, t.used_for)?;
+        // A hook not attached says why instead of what it is for.
+        let (kind, what) =
+            if how.starts_with("off:") || how.starts_with("not used:") { ("-", how) } else { (how, t.used_for) };
+        writeln!(w, "    {mark}  {:<38} {:<22} {what}", t.name, kind)?;
+    }
+    writeln!(w, "\n  features (on: loaded and attached by the dry run; off: the kernel's reason):")?;
+    for f in d.features.iter().filter(|f| !f.unused) {
+        match (&f.why, f.on) {
+            (_, true) => writeln!(w, "    on   {}", f.title)?,
+            (why, false) => writeln!(w, "    OFF  {}: {}", f.title, why.as_deref().unwrap_or("not loaded"))?,
+        }
     }
     writeln!(w, "\n  routes (how an I/O reaches the disk, and whether 'iopath trace' follows it here):")?;
     if d.routes.is_empty() {

@@ -649,6 +649,13 @@ fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {
 
 fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
     let d = doctor::examine(&sysconf::SysRoots::live());
+    if a.facts {
+        print(|w| {
+            serde_json::to_writer_pretty(&mut *w, &d.facts)?;
+            writeln!(w)
+        })?;
+        return Ok(if d.facts.unseen.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
     print(|w| {
         if a.json {
             serde_json::to_writer_pretty(&mut *w, &d)?;

@@ -311,6 +311,13 @@ pub struct ProbeStatus {
     pub prog_fd: i32,
 }
 
+/// A feature the kernel could not give this trace, and the kernel's reason (probe::hooks).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FeatureOff {
+    pub feature: String,
+    pub why: String,
+}
+
 /// Everything the probes measured in one session.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawTrace {
@@ -321,6 +328,9 @@ pub struct RawTrace {
     /// (hardware queue key: hctx type * HW_QUEUE_IDS + queue_num, requests issued on it).
     pub hw_queues: Vec<(u32, u64)>,
     pub probes: Vec<ProbeStatus>,
+    /// Features off on this kernel (the rest of the trace ran without them).
+    #[serde(default)]
+    pub features_off: Vec<FeatureOff>,
     /// Tracked bios never seen completing (left in the in-flight map).
     pub stuck_inflight: u64,
     /// Completed I/Os never seen posted or reaped.

@@ -43,3 +43,9 @@ pub fn reason() -> Option<String> {
     let last = LAST.lock().ok()?;
     last.iter().find(|l| l.contains("-E") && !l.contains("try raising")).or(last.first()).cloned()
 }
+
+/// The program libbpf named in its warnings since `clear` ("prog 'X': ..."), if any.
+pub fn failing_prog() -> Option<String> {
+    let last = LAST.lock().ok()?;
+    last.iter().find_map(|l| super::load::failing_prog(l))
+}

@@ -2,8 +2,11 @@
 //! (`features`), and (later) the tracing session.
 
 pub mod expire;
+pub mod facts;
 pub mod features;
+pub mod hooks;
 pub mod kallsyms;
+pub mod load;
 pub mod log;
 pub mod sampler;
 pub mod series;

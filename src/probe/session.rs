@@ -8,11 +8,13 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use anyhow::{anyhow, Context, Result};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, ProgramMut, RingBufferBuilder, TracepointCategory};
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::skel::{Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 use super::counts_skel::CountsSkelBuilder;
+use super::hooks::{Feature, Obj};
+use super::load::{attach_per_plan, load_per_plan, Attached, MAX_LOADS};
 use super::phases_skel::PhasesSkelBuilder;
 use super::tracefs::Tracefs;
 use crate::model::{BpfHist, ProbeStatus, RawTrace, NR_COUNTERS, NR_PHASES};
@@ -118,25 +120,6 @@ impl Drop for SlotClockMap {
 /// fastest rate, against a 20 ms drain.
 const EVENTS_RING_BYTES: u32 = 16 << 20;
 
-/// One hook: its name in reports, whether tracing is pointless without it, and the program
-/// chosen for it on this kernel (None: the kernel lacks the tracepoint).
-struct Hook<'a> {
-    name: &'static str,
-    required: bool,
-    prog: Option<&'a ProgramMut<'a>>,
-    /// For generic `SEC("tracepoint")` programs: where to attach.
-    tracepoint: Option<(&'static str, &'static str)>,
-}
-
-/// Which program marks nvme_queue_rq's return (the doorbell): fexit where the kernel allows it,
-/// else a kprobe pair, else none.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum QueueRqVia {
-    Fexit,
-    Kprobe,
-    Off,
-}
-
 /// How to time NVMe's doorbell (`--doorbell`): fexit first, falling back to kprobes (auto); or
 /// the kprobe pair forced (the VM rig exercises it where fexit would attach); or not at all.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -158,51 +141,23 @@ pub enum PageCacheMode {
     Count,
 }
 
-fn doorbell_via(nvme: bool, want: Doorbell) -> QueueRqVia {
-    match want {
-        _ if !nvme => QueueRqVia::Off,
-        Doorbell::Kprobe => QueueRqVia::Kprobe,
-        Doorbell::Off => QueueRqVia::Off,
-        Doorbell::Auto => QueueRqVia::Fexit,
-    }
-}
-
-/// What to load from the phases object on this kernel.
-struct PhasesPlan {
-    btf: bool,
-    uring_req: bool,
-    uring_sqe: bool,
-    uring_complete: bool,
-    uring_async: bool,
-    stacked: bool,
-    sys_enter: bool,
-    sys_exit: bool,
-    nvme_tp: bool,
-    nvme_complete: bool,
-    queue_rq: QueueRqVia,
-    /// block_bio_backmerge/frontmerge (bios of buffered calls merged into requests).
-    merges: bool,
-    /// readahead:page_cache_sync_ra/async_ra (6.10+).
-    readahead: bool,
-    /// block_split (bios of buffered calls split to fit the device).
-    splits: bool,
-    /// jbd2:jbd2_start_commit/end_commit (ext4's journal, for what sync calls wait on).
-    jbd2: bool,
-    /// writeback:balance_dirty_pages (dirty throttling inside writes).
-    dirty_throttle: bool,
-    /// writeback:writeback_dirty_folio/start/written (whose pages the flushers write, and why).
-    writeback: bool,
-    /// filemap:mm_filemap_get_pages/add_to_page_cache (--pagecache count).
-    pc_count: bool,
-}
-
-fn configure_phases(
-    p_open: &mut super::phases_skel::OpenPhasesSkel<'_>,
+/// Opens the phases object in `store` and sets everything but autoload: the rodata (the options,
+/// the kernel functions that tell who owns a bio) and map sizes. Task storage is not created
+/// where the kernel has none (5.11+): the programs that use it are then off in the plan.
+pub(crate) fn open_phases<'obj>(
+    store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     opts: &TraceOpts,
     ksyms: &std::collections::HashMap<String, u64>,
-    plan: &PhasesPlan,
-) -> Result<()> {
-    let btf = plan.btf;
+    plan: &super::hooks::Plan,
+) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
+    use super::hooks::{symbol_name, OWNER_SYMBOLS, STACK_SYMBOLS};
+    let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
+    let addr = |syms: &[super::hooks::Symbol], role: &str| {
+        syms.iter()
+            .find(|s| s.role == role)
+            .and_then(|s| symbol_name(s, |n| ksyms.get(n).is_some_and(|&a| a != 0)))
+            .map_or(0, |n| ksyms[n])
+    };
     {
         let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
         ro.targ_tgid = opts.tgid;
@@ -216,78 +171,59 @@ fn configure_phases(
         ro.targ_empty = opts.empty_probes;
         ro.targ_lean = opts.lean == Lean::Uring;
         ro.targ_aio_at_bio = opts.lean == Lean::Aio;
-        ro.targ_iomap_end_io = ksyms["iomap_dio_bio_end_io"];
-        ro.targ_blkdev_end_io = ksyms["blkdev_bio_end_io"];
-        ro.targ_blkdev_end_io_async = ksyms["blkdev_bio_end_io_async"];
-        ro.targ_bio_wait_end_io = ksyms["submit_bio_wait_endio"];
-        ro.targ_chain_end_io = ksyms["bio_chain_endio"];
-        ro.targ_aio_complete = ksyms["aio_complete_rw"];
-        ro.targ_dm_end_io = ksyms["clone_endio"];
-        ro.targ_crypt_end_io = ksyms["crypt_endio"];
-        ro.targ_raid1_read_end_io = ksyms["raid1_end_read_request"];
-        ro.targ_raid1_write_end_io = ksyms["raid1_end_write_request"];
-        // md's accounting clone: md_end_clone_io since 6.3, md_end_io_acct before (core_fixes #12).
-        ro.targ_md_clone_end_io = match ksyms["md_end_clone_io"] {
-            0 => ksyms["md_end_io_acct"],
-            a => a,
-        };
+        ro.targ_iomap_end_io = addr(OWNER_SYMBOLS, "iomap_end_io");
+        ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
+        ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
+        ro.targ_bio_wait_end_io = addr(OWNER_SYMBOLS, "bio_wait_end_io");
+        ro.targ_chain_end_io = addr(OWNER_SYMBOLS, "chain_end_io");
+        ro.targ_aio_complete = addr(OWNER_SYMBOLS, "aio_complete");
+        ro.targ_dm_end_io = addr(STACK_SYMBOLS, "dm_end_io");
+        ro.targ_crypt_end_io = addr(STACK_SYMBOLS, "crypt_end_io");
+        ro.targ_raid1_read_end_io = addr(STACK_SYMBOLS, "raid1_read_end_io");
+        ro.targ_raid1_write_end_io = addr(STACK_SYMBOLS, "raid1_write_end_io");
+        ro.targ_md_clone_end_io = addr(STACK_SYMBOLS, "md_clone_end_io");
     }
-    let p = &mut p_open.progs;
-    p.submit_req.set_autoload(btf && plan.uring_req);
-    p.submit_req_raw.set_autoload(!btf && plan.uring_req);
-    p.submit_sqe.set_autoload(plan.uring_sqe);
-    p.uring_complete.set_autoload(btf && plan.uring_complete);
-    p.uring_complete_raw.set_autoload(!btf && plan.uring_complete);
-    p.queue_async_work.set_autoload(btf && plan.uring_async);
-    p.queue_async_work_raw.set_autoload(!btf && plan.uring_async);
-    p.bio_complete_btf.set_autoload(btf && plan.stacked);
-    p.bio_complete_raw.set_autoload(!btf && plan.stacked);
-    p.bio_queue_btf.set_autoload(btf);
-    p.bio_queue_raw.set_autoload(!btf);
-    p.rq_issue_btf.set_autoload(btf);
-    p.rq_issue_raw.set_autoload(!btf);
-    p.rq_complete_btf.set_autoload(btf);
-    p.rq_complete_raw.set_autoload(!btf);
-    p.nvme_setup_cmd.set_autoload(plan.nvme_tp);
-    p.nvme_complete_rq.set_autoload(plan.nvme_complete);
-    p.nvme_queue_rq_exit.set_autoload(plan.queue_rq == QueueRqVia::Fexit);
-    p.nvme_queue_rq_entry.set_autoload(plan.queue_rq == QueueRqVia::Kprobe);
-    p.nvme_queue_rq_ret.set_autoload(plan.queue_rq == QueueRqVia::Kprobe);
-    p.sched_switch.set_autoload(btf);
-    p.process_fork.set_autoload(!opts.tree.is_empty());
-    p.sched_switch_raw.set_autoload(!btf);
-    p.sched_wakeup.set_autoload(btf);
-    // The page cache's extras: BTF only (counted where the kernel has the tracepoints).
-    p.bio_backmerge.set_autoload(btf && plan.merges);
-    p.bio_frontmerge.set_autoload(btf && plan.merges);
-    p.bio_split.set_autoload(btf && plan.splits);
-    p.ra_sync.set_autoload(btf && plan.readahead);
-    p.ra_async.set_autoload(btf && plan.readahead);
-    p.jbd2_start_commit.set_autoload(btf && plan.jbd2);
-    p.jbd2_end_commit.set_autoload(btf && plan.jbd2);
-    p.dirty_pause.set_autoload(btf && plan.dirty_throttle);
-    p.wb_dirty_folio.set_autoload(btf && plan.writeback);
-    p.wb_start.set_autoload(btf && plan.writeback);
-    p.wb_written.set_autoload(btf && plan.writeback);
-    p.pcc_get_pages.set_autoload(btf && plan.pc_count);
-    p.pcc_add_folio.set_autoload(btf && plan.pc_count);
-    p.sys_enter.set_autoload(btf && plan.sys_enter);
-    p.sys_enter_raw.set_autoload(!btf && plan.sys_enter);
-    p.sys_exit.set_autoload(btf && plan.sys_exit);
-    p.sys_exit_raw.set_autoload(!btf && plan.sys_exit);
+    if !plan.needs_task_storage() {
+        p_open.maps.task_ctxs.set_autocreate(false).context("task_ctxs")?;
+    }
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
     }
     if opts.clock_slots > 0 {
         p_open.maps.slot_clock.set_max_entries(opts.clock_slots).context("sizing the slot_clock map")?;
     }
-    Ok(())
+    Ok(p_open)
 }
 
-/// The program a libbpf load failure names ("prog 'X': BPF program load failed: ...").
-fn failing_prog(log_line: &str) -> Option<String> {
-    let rest = &log_line[log_line.find("prog '")? + 6..];
-    Some(rest[..rest.find('\'')?].to_owned())
+/// Opens the counts object (interrupts, softirqs, IOMMU and DMA maps) and sets its rodata.
+pub(crate) fn open_counts<'obj>(
+    store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    opts: &TraceOpts,
+    _plan: &super::hooks::Plan,
+) -> Result<super::counts_skel::OpenCountsSkel<'obj>> {
+    let mut c_open = CountsSkelBuilder::default().open(store).context("opening the counts BPF object")?;
+    if opts.irq_stamps && opts.events {
+        c_open.maps.irq_stamps.set_max_entries(EVENTS_RING_BYTES / 4).context("sizing the IRQ stamps ring buffer")?;
+    }
+    if let Some(ro) = c_open.maps.rodata_data.as_deref_mut() {
+        ro.targ_empty = opts.empty_probes;
+        ro.targ_irq_stamps = opts.irq_stamps && opts.events;
+    }
+    Ok(c_open)
+}
+
+impl TraceOpts {
+    /// What the hook plan needs of these options.
+    pub fn hook_options(&self) -> super::hooks::Options {
+        super::hooks::Options {
+            raw_tp: self.force_raw_tp,
+            lean: self.lean,
+            pagecache: self.pagecache,
+            doorbell: self.doorbell,
+            tree: !self.tree.is_empty(),
+            skip: self.skip_hooks.clone(),
+        }
+    }
 }
 
 /// Attaches, runs `workload`, and returns its result with what the probes saw.
@@ -298,97 +234,25 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
 /// `trace`, the workload given the maps it may read while it runs (`iopath top`).
 pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
     let tfs = Tracefs::ensure()?;
-    let has = |g: &str, n: &str| tfs.has_event(g, n);
-    let ksyms = super::kallsyms::lookup(&[super::features::OWNER_SYMBOLS, super::features::STACK_SYMBOLS].concat());
-    // The top bio's end (block_bio_complete) matters only where a stacked device can clone bios:
-    // without one, it would cost a lookup per bio for nothing.
-    let stacked = super::features::STACK_SYMBOLS.iter().any(|s| ksyms[*s] != 0);
-    let btf = !opts.force_raw_tp;
-    let uring_req = has("io_uring", "io_uring_submit_req");
-    let uring_sqe = !uring_req && has("io_uring", "io_uring_submit_sqe");
-    let uring_complete = has("io_uring", "io_uring_complete");
-    let uring_async = has("io_uring", "io_uring_queue_async_work");
-    let nvme = has("nvme", "nvme_setup_cmd");
-    // --pagecache count: filemap's tracepoints count the page cache, and the syscall pair, which
-    // fires on every system call, is not attached at all.
-    let pc_count = opts.pagecache == PageCacheMode::Count;
-    if pc_count {
-        anyhow::ensure!(
-            btf && has("filemap", "mm_filemap_get_pages") && has("filemap", "mm_filemap_add_to_page_cache"),
+    let facts = super::facts::KernelFacts::gather_with(Some(&tfs), true);
+    let mut plan = super::hooks::plan(&facts, &opts.hook_options());
+    if let Some(why) = plan.fatal() {
+        bail!("{why}. Run 'iopath doctor' to see what this kernel supports");
+    }
+    if opts.pagecache == PageCacheMode::Count && !plan.is_on(Feature::PageCacheCount) {
+        bail!(
             "--pagecache count needs filemap:mm_filemap_get_pages and mm_filemap_add_to_page_cache \
-             through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel"
+             through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel ({})",
+            plan.state(Feature::PageCacheCount).why.clone().unwrap_or_default()
         );
     }
-    let sys_enter = !pc_count && opts.lean == Lean::Off && has("raw_syscalls", "sys_enter");
-    let sys_exit = !pc_count && opts.lean != Lean::Uring && has("raw_syscalls", "sys_exit");
-
-    // NVMe extras are optional: a kernel whose nvme module BTF or fentry support trips the
-    // verifier loses them (said in the report), not the trace. Each failed load drops the
-    // failing extra (fexit falls back to kprobes) and tries again.
-    let mut plan = PhasesPlan {
-        btf,
-        uring_req,
-        uring_sqe,
-        uring_complete,
-        uring_async,
-        stacked,
-        sys_enter,
-        sys_exit,
-        nvme_tp: nvme,
-        nvme_complete: nvme && has("nvme", "nvme_complete_rq"),
-        queue_rq: doorbell_via(nvme, opts.doorbell),
-        merges: has("block", "block_bio_backmerge") && has("block", "block_bio_frontmerge"),
-        readahead: has("readahead", "page_cache_sync_ra") && has("readahead", "page_cache_async_ra"),
-        jbd2: has("jbd2", "jbd2_start_commit") && has("jbd2", "jbd2_end_commit"),
-        dirty_throttle: has("writeback", "balance_dirty_pages"),
-        writeback: has("writeback", "writeback_dirty_folio")
-            && has("writeback", "writeback_start")
-            && has("writeback", "writeback_written"),
-        splits: has("block", "block_split"),
-        pc_count,
-    };
-    let mut load_notes: Vec<ProbeStatus> = Vec::new();
-    let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; 4] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut loaded = None;
-    for store in stores.iter_mut() {
-        let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
-        configure_phases(&mut p_open, opts, &ksyms, &plan)?;
-        super::log::clear();
-        match p_open.load() {
-            Ok(skel) => {
-                loaded = Some(skel);
-                break;
-            }
-            Err(e) => {
-                let why = super::log::reason().unwrap_or_else(|| e.to_string());
-                let note = |name: &str, then: &str| ProbeStatus {
-                    name: name.into(),
-                    error: Some(format!("did not load ({why}); {then}")),
-                    ..Default::default()
-                };
-                match failing_prog(&why).as_deref() {
-                    Some("nvme_queue_rq_exit") if plan.queue_rq == QueueRqVia::Fexit => {
-                        load_notes.push(note("fexit:nvme_queue_rq", "trying kprobes"));
-                        plan.queue_rq = QueueRqVia::Kprobe;
-                    }
-                    Some("nvme_queue_rq_entry" | "nvme_queue_rq_ret") if plan.queue_rq == QueueRqVia::Kprobe => {
-                        load_notes.push(note("kprobe:nvme_queue_rq", "no doorbell split"));
-                        plan.queue_rq = QueueRqVia::Off;
-                    }
-                    Some("nvme_setup_cmd" | "nvme_complete_rq") if plan.nvme_tp => {
-                        load_notes.push(note("nvme:nvme_setup_cmd", "no NVMe driver/device split"));
-                        plan.nvme_tp = false;
-                        plan.nvme_complete = false;
-                        plan.queue_rq = QueueRqVia::Off;
-                    }
-                    _ => return Err(load_error("phases", e)),
-                }
-            }
-        }
-    }
-    let mut phases = loaded
-        .ok_or_else(|| anyhow!("loading the phases BPF programs failed after dropping the optional NVMe probes"))?;
-    let nvme = plan.nvme_tp;
+    let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
+    let mut p_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut c_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut phases =
+        load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| open_phases(s, opts, &ksyms, plan))?;
+    let mut counts =
+        load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| open_counts(s, opts, plan))?;
     for tid in &opts.exclude_tids {
         phases
             .maps
@@ -403,349 +267,16 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
             .context("seeding the traced processes")?;
     }
-
-    let dma_map = ["dma_map_phys", "dma_map_page"].into_iter().find(|n| has("dma", n));
-    let dma_unmap = ["dma_unmap_phys", "dma_unmap_page"].into_iter().find(|n| has("dma", n));
-    let mut c_store = MaybeUninit::uninit();
-    let mut c_open = CountsSkelBuilder::default().open(&mut c_store).context("opening the counts BPF object")?;
-    {
-        let p = &mut c_open.progs;
-        p.irq_entry.set_autoload(btf);
-        p.irq_entry_raw.set_autoload(!btf);
-        p.softirq_entry.set_autoload(btf);
-        p.softirq_exit.set_autoload(btf);
-        p.softirq_entry_raw.set_autoload(!btf);
-        p.softirq_exit_raw.set_autoload(!btf);
-        p.iommu_map.set_autoload(!btf && has("iommu", "map"));
-        p.iommu_unmap.set_autoload(!btf && has("iommu", "unmap"));
-        p.dma_map.set_autoload(!btf && dma_map.is_some());
-        p.dma_unmap.set_autoload(!btf && dma_unmap.is_some());
-        p.iommu_map_btf.set_autoload(btf && has("iommu", "map"));
-        p.iommu_unmap_btf.set_autoload(btf && has("iommu", "unmap"));
-        p.dma_map_btf.set_autoload(btf && dma_map.is_some());
-        p.dma_unmap_btf.set_autoload(btf && dma_unmap.is_some());
-        if btf {
-            if let Some(n) = dma_map {
-                p.dma_map_btf.set_attach_target(0, Some(n.into())).context("dma map probe target")?;
-            }
-            if let Some(n) = dma_unmap {
-                p.dma_unmap_btf.set_attach_target(0, Some(n.into())).context("dma unmap probe target")?;
-            }
-        }
-    }
-    if opts.irq_stamps && opts.events {
-        c_open.maps.irq_stamps.set_max_entries(EVENTS_RING_BYTES / 4).context("sizing the IRQ stamps ring buffer")?;
-    }
-    if let Some(ro) = c_open.maps.rodata_data.as_deref_mut() {
-        ro.targ_empty = opts.empty_probes;
-        ro.targ_irq_stamps = opts.irq_stamps && opts.events;
-    }
-    super::log::clear();
-    let mut counts = c_open.load().map_err(|e| load_error("counts", e))?;
     for irq in &opts.irqs {
         counts.maps.irq_filter.update(&irq.to_ne_bytes(), &[1u8], MapFlags::ANY).context("filling the IRQ filter")?;
     }
-
-    let (pp, cp) = (&phases.progs, &counts.progs);
-    // One mode's hooks or the other's: what a mode leaves out is not listed as missing.
-    let mut hooks: Vec<Hook> = if pc_count {
-        vec![
-            Hook {
-                name: "filemap:mm_filemap_get_pages",
-                required: false,
-                prog: Some(&pp.pcc_get_pages),
-                tracepoint: None,
-            },
-            Hook {
-                name: "filemap:mm_filemap_add_to_page_cache",
-                required: false,
-                prog: Some(&pp.pcc_add_folio),
-                tracepoint: None,
-            },
-        ]
-    } else if opts.lean == Lean::Uring {
-        Vec::new()
-    } else {
-        let mut pair = vec![
-            Hook {
-                name: "raw_syscalls:sys_enter",
-                required: false,
-                prog: sys_enter.then_some(if btf { &pp.sys_enter } else { &pp.sys_enter_raw }),
-                tracepoint: None,
-            },
-            Hook {
-                name: "raw_syscalls:sys_exit",
-                required: false,
-                prog: sys_exit.then_some(if btf { &pp.sys_exit } else { &pp.sys_exit_raw }),
-                tracepoint: None,
-            },
-        ];
-        // Lean aio starts each I/O at the generator's io_submit time (slot_clock): no sys_enter.
-        if opts.lean == Lean::Aio {
-            pair.remove(0);
-        }
-        pair
-    };
-    hooks.extend([
-        Hook {
-            name: if uring_sqe { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" },
-            required: false,
-            prog: if uring_sqe {
-                Some(&pp.submit_sqe)
-            } else if !uring_req {
-                None
-            } else if btf {
-                Some(&pp.submit_req)
-            } else {
-                Some(&pp.submit_req_raw)
-            },
-            tracepoint: None,
-        },
-        Hook {
-            name: "io_uring:io_uring_complete",
-            required: false,
-            prog: uring_complete.then_some(if btf { &pp.uring_complete } else { &pp.uring_complete_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "io_uring:io_uring_queue_async_work",
-            required: false,
-            prog: uring_async.then_some(if btf { &pp.queue_async_work } else { &pp.queue_async_work_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_bio_queue",
-            required: true,
-            prog: Some(if btf { &pp.bio_queue_btf } else { &pp.bio_queue_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_bio_complete",
-            required: false,
-            prog: stacked.then_some(if btf { &pp.bio_complete_btf } else { &pp.bio_complete_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_rq_issue",
-            required: true,
-            prog: Some(if btf { &pp.rq_issue_btf } else { &pp.rq_issue_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_rq_complete",
-            required: true,
-            prog: Some(if btf { &pp.rq_complete_btf } else { &pp.rq_complete_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_bio_backmerge",
-            required: false,
-            prog: (btf && plan.merges).then_some(&pp.bio_backmerge),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_bio_frontmerge",
-            required: false,
-            prog: (btf && plan.merges).then_some(&pp.bio_frontmerge),
-            tracepoint: None,
-        },
-        Hook {
-            name: "block:block_split",
-            required: false,
-            prog: (btf && plan.splits).then_some(&pp.bio_split),
-            tracepoint: None,
-        },
-        Hook {
-            name: "readahead:page_cache_sync_ra",
-            required: false,
-            prog: (btf && plan.readahead).then_some(&pp.ra_sync),
-            tracepoint: None,
-        },
-        Hook {
-            name: "readahead:page_cache_async_ra",
-            required: false,
-            prog: (btf && plan.readahead).then_some(&pp.ra_async),
-            tracepoint: None,
-        },
-        Hook {
-            name: "jbd2:jbd2_start_commit",
-            required: false,
-            prog: (btf && plan.jbd2).then_some(&pp.jbd2_start_commit),
-            tracepoint: None,
-        },
-        Hook {
-            name: "jbd2:jbd2_end_commit",
-            required: false,
-            prog: (btf && plan.jbd2).then_some(&pp.jbd2_end_commit),
-            tracepoint: None,
-        },
-        Hook {
-            name: "writeback:writeback_dirty_folio",
-            required: false,
-            prog: (btf && plan.writeback).then_some(&pp.wb_dirty_folio),
-            tracepoint: None,
-        },
-        Hook {
-            name: "writeback:writeback_start",
-            required: false,
-            prog: (btf && plan.writeback).then_some(&pp.wb_start),
-            tracepoint: None,
-        },
-        Hook {
-            name: "writeback:writeback_written",
-            required: false,
-            prog: (btf && plan.writeback).then_some(&pp.wb_written),
-            tracepoint: None,
-        },
-        Hook {
-            name: "writeback:balance_dirty_pages",
-            required: false,
-            prog: (btf && plan.dirty_throttle).then_some(&pp.dirty_pause),
-            tracepoint: None,
-        },
-        Hook {
-            name: "nvme:nvme_setup_cmd",
-            required: false,
-            prog: nvme.then_some(&pp.nvme_setup_cmd),
-            tracepoint: None,
-        },
-        Hook {
-            name: "nvme:nvme_complete_rq",
-            required: false,
-            prog: plan.nvme_complete.then_some(&pp.nvme_complete_rq),
-            tracepoint: None,
-        },
-        Hook {
-            name: "irq:irq_handler_entry",
-            required: false,
-            prog: Some(if btf { &cp.irq_entry } else { &cp.irq_entry_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "irq:softirq_entry",
-            required: false,
-            prog: Some(if btf { &cp.softirq_entry } else { &cp.softirq_entry_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "irq:softirq_exit",
-            required: false,
-            prog: Some(if btf { &cp.softirq_exit } else { &cp.softirq_exit_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "sched:sched_switch",
-            required: false,
-            prog: Some(if btf { &pp.sched_switch } else { &pp.sched_switch_raw }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "iommu:map",
-            required: false,
-            prog: has("iommu", "map").then_some(if btf { &cp.iommu_map_btf } else { &cp.iommu_map }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "iommu:unmap",
-            required: false,
-            prog: has("iommu", "unmap").then_some(if btf { &cp.iommu_unmap_btf } else { &cp.iommu_unmap }),
-            tracepoint: None,
-        },
-        Hook {
-            name: "dma:dma_map",
-            required: false,
-            prog: dma_map.map(|_| if btf { &cp.dma_map_btf } else { &cp.dma_map }),
-            tracepoint: if btf { None } else { dma_map.map(|n| ("dma", n)) },
-        },
-        Hook {
-            name: "dma:dma_unmap",
-            required: false,
-            prog: dma_unmap.map(|_| if btf { &cp.dma_unmap_btf } else { &cp.dma_unmap }),
-            tracepoint: if btf { None } else { dma_unmap.map(|n| ("dma", n)) },
-        },
-    ]);
-    if btf {
-        // Needs the woken task's storage: BTF task pointers, so tp_btf only.
-        hooks.push(Hook {
-            name: "sched:sched_wakeup",
-            required: false,
-            prog: Some(&pp.sched_wakeup),
-            tracepoint: None,
-        });
-    }
-    match plan.queue_rq {
-        QueueRqVia::Fexit => hooks.push(Hook {
-            name: "fexit:nvme_queue_rq",
-            required: false,
-            prog: Some(&pp.nvme_queue_rq_exit),
-            tracepoint: None,
-        }),
-        QueueRqVia::Kprobe => {
-            hooks.push(Hook {
-                name: "kprobe:nvme_queue_rq",
-                required: false,
-                prog: Some(&pp.nvme_queue_rq_entry),
-                tracepoint: None,
-            });
-            hooks.push(Hook {
-                name: "kretprobe:nvme_queue_rq",
-                required: false,
-                prog: Some(&pp.nvme_queue_rq_ret),
-                tracepoint: None,
-            });
-        }
-        QueueRqVia::Off => {}
-    }
-    if !opts.tree.is_empty() {
-        // Only a process tree needs its forks followed.
-        hooks.push(Hook {
-            name: "sched:sched_process_fork",
-            required: false,
-            prog: Some(&pp.process_fork),
-            tracepoint: None,
-        });
-    }
-    if opts.lean != Lean::Off {
-        // What --lean leaves out is its choice, not missing: not listed (each costs a program run
-        // per I/O or per context switch on the submitting thread; README "Overhead").
-        hooks.retain(|h| !LEAN_LEAVES_OUT.contains(&h.name));
-    }
-    let mut links: Vec<Link> = Vec::new();
-    let mut probes = load_notes;
-    for h in &hooks {
-        if opts.skip_hooks.iter().any(|s| !s.is_empty() && h.name.contains(s.as_str())) {
-            continue;
-        }
-        let Some(prog) = h.prog else {
-            probes.push(ProbeStatus {
-                name: h.name.into(),
-                error: Some("not on this kernel".into()),
-                ..Default::default()
-            });
-            continue;
-        };
-        let res = match h.tracepoint {
-            Some((cat, name)) => prog.attach_tracepoint(TracepointCategory::Custom(cat.into()), name),
-            None => prog.attach(),
-        };
-        let via = prog_kind(prog);
-        match res {
-            Ok(l) => {
-                links.push(l);
-                probes.push(ProbeStatus {
-                    name: h.name.into(),
-                    attached: true,
-                    via,
-                    prog_fd: prog.as_fd().as_raw_fd(),
-                    ..Default::default()
-                });
-            }
-            Err(e) if h.required => return Err(anyhow!("attaching {} ({via}) failed: {e}", h.name)),
-            Err(e) => {
-                probes.push(ProbeStatus { name: h.name.into(), via, error: Some(e.to_string()), ..Default::default() })
-            }
-        }
-    }
+    let Attached { links, mut probes } =
+        attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
+    let features_off: Vec<crate::model::FeatureOff> = plan
+        .off()
+        .into_iter()
+        .map(|(feature, why)| crate::model::FeatureOff { feature: feature.into(), why })
+        .collect();
 
     // SAFETY: plain syscall wrapper; the returned fd keeps stats on until closed.
     let stats_fd = if opts.prog_stats {
@@ -981,6 +512,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
+    raw.features_off = features_off;
     raw.vmstat = vmstat;
     raw.series = raw_series;
     // The dirtiers' cgroups by path, while the directories exist.
@@ -1014,16 +546,6 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     }
     drop(links);
     Ok((result?, raw))
-}
-
-fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
-    let why = super::log::reason().map(|r| format!(" ({r})")).unwrap_or_default();
-    anyhow!("loading the {what} BPF programs failed: {e}{why}. Run 'iopath doctor' to see what this kernel supports")
-}
-
-fn prog_kind(p: &ProgramMut) -> String {
-    let sec = p.section().to_string_lossy().into_owned();
-    sec.split('/').next().unwrap_or("").to_owned()
 }
 
 /// The kernel's record of a program: run count and time (when stats are on), and
@@ -1085,7 +607,7 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
 }
 
 /// `--lean`: the hooks the four phases of the bundled generator's direct I/O need and no more
-/// (README "Overhead"). Neither attaches the scheduler or softirq hooks (LEAN_LEAVES_OUT).
+/// (README "Overhead"). Neither attaches the scheduler or softirq hooks (hooks::plan).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Lean {
     #[default]
@@ -1097,11 +619,6 @@ pub enum Lean {
     /// from the kernel's aio_kiocb, and starts at the generator's io_submit time (slot_clock).
     Aio,
 }
-
-/// The scheduler and softirq hooks `--lean` does not attach (uring's leaves the syscall pair
-/// unloaded too).
-pub const LEAN_LEAVES_OUT: [&str; 4] =
-    ["sched:sched_switch", "sched:sched_wakeup", "irq:softirq_entry", "irq:softirq_exit"];
 
 fn read_raw(
     phases: &super::phases_skel::PhasesSkel<'_>,
@@ -1147,14 +664,4 @@ fn read_raw(
         }
     }
     Ok(raw)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn failing_prog_is_read_from_libbpfs_message() {
-        let line = "libbpf: prog 'nvme_queue_rq_exit': BPF program load failed: -EPERM";
-        assert_eq!(super::failing_prog(line).as_deref(), Some("nvme_queue_rq_exit"));
-        assert_eq!(super::failing_prog("libbpf: failed to load object"), None);
-    }
 }

@@ -684,8 +684,11 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         "  probes  {} attached via {}{}",
         t.probes.iter().filter(|p| p.attached).count(),
         kinds.join("/"),
-        if absent.is_empty() { String::new() } else { format!("; not present: {}", absent.join(", ")) }
+        if absent.is_empty() { String::new() } else { format!("; not attached: {}", absent.join(", ")) }
     )?;
+    for f in &t.features_off {
+        writeln!(w, "  off on this kernel: {}: {}", f.feature, f.why)?;
+    }
     Ok(())
 }
 

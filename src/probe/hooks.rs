@@ -1,0 +1,967 @@
+//! The one table of hooks: per hook its tracepoint (and the names it had on other kernels), the
+//! tp_btf and raw_tp programs that serve it, the feature it belongs to, and what that feature
+//! needs of a kernel. `plan(facts, options)` is pure: the kernel's facts (probe::facts) and the
+//! trace's options in, the programs to load and the features on or off (each with the kernel's
+//! reason) out. `iopath doctor` prints the plan; the session (probe::session) carries it out and,
+//! when an optional program still fails to load or attach, turns that program's feature off and
+//! goes on (`Plan::disable`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::facts::KernelFacts;
+use super::features::AttachKind;
+use super::session::{Doorbell, Lean, PageCacheMode};
+
+/// The BPF objects the session loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Obj {
+    Phases,
+    Counts,
+}
+
+/// What a set of hooks gives the report. A feature is on or off as a whole: its hooks only mean
+/// something together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feature {
+    /// bio queued, request issued and completed: the block and device phases. Without it there
+    /// is no trace.
+    BlockCore,
+    /// The syscall pair: submission start and reap of io_uring_enter, libaio and sync I/O, and the
+    /// page-cache split of buffered calls.
+    Syscalls,
+    Uring,
+    UringAsync,
+    Stacked,
+    PageCacheExtras,
+    Journal,
+    Writeback,
+    DirtyThrottle,
+    PageCacheCount,
+    NvmeSplit,
+    Doorbell,
+    Irqs,
+    Softirqs,
+    ContextSwitches,
+    RunQueue,
+    Iommu,
+    Dma,
+    ProcessTree,
+}
+
+impl Feature {
+    pub const ALL: [Feature; 19] = [
+        Feature::BlockCore,
+        Feature::Syscalls,
+        Feature::Uring,
+        Feature::UringAsync,
+        Feature::Stacked,
+        Feature::PageCacheExtras,
+        Feature::Journal,
+        Feature::Writeback,
+        Feature::DirtyThrottle,
+        Feature::PageCacheCount,
+        Feature::NvmeSplit,
+        Feature::Doorbell,
+        Feature::Irqs,
+        Feature::Softirqs,
+        Feature::ContextSwitches,
+        Feature::RunQueue,
+        Feature::Iommu,
+        Feature::Dma,
+        Feature::ProcessTree,
+    ];
+
+    /// How reports and doctor name it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Feature::BlockCore => "block and device phases",
+            Feature::Syscalls => "syscall routes (io_uring_enter, libaio, sync I/O, buffered calls)",
+            Feature::Uring => "io_uring requests",
+            Feature::UringAsync => "io_uring io-wq sub-phase",
+            Feature::Stacked => "stacked devices (dm, md)",
+            Feature::PageCacheExtras => "page cache merges, splits and readahead",
+            Feature::Journal => "journal commits in sync calls (jbd2)",
+            Feature::Writeback => "writeback attribution",
+            Feature::DirtyThrottle => "dirty throttling",
+            Feature::PageCacheCount => "page cache counting (--pagecache count)",
+            Feature::NvmeSplit => "NVMe driver/device split",
+            Feature::Doorbell => "NVMe doorbell",
+            Feature::Irqs => "interrupts per I/O",
+            Feature::Softirqs => "BLOCK softirq time",
+            Feature::ContextSwitches => "context switches per I/O",
+            Feature::RunQueue => "run-queue wait",
+            Feature::Iommu => "IOMMU maps per I/O",
+            Feature::Dma => "DMA maps per I/O",
+            Feature::ProcessTree => "process tree (forks)",
+        }
+    }
+
+    /// What this kernel must offer beyond the hooks' tracepoints.
+    pub fn needs(self) -> &'static [Need] {
+        const CORE: &[Need] = &[
+            Need::Bpf(BPF_TASK_BTF, "5.11"),
+            Need::Bpf(BPF_ATOMICS, "5.12"),
+            Need::Bpf(BPF_LOOP, "5.17"),
+            Need::Bpf(BPF_RINGBUF, "5.8"),
+        ];
+        match self {
+            Feature::BlockCore | Feature::Uring | Feature::UringAsync | Feature::Stacked => CORE,
+            // Per-thread state: task storage (5.11+).
+            Feature::Syscalls | Feature::ContextSwitches | Feature::RunQueue => &[Need::Bpf(BPF_TASK_STORAGE, "5.11")],
+            // The dirtied file's name through its dentry: d_u.d_alias before 7.x, d_alias in a
+            // union since (core_fixes.bpf.h #16); either layout works.
+            Feature::Writeback => &[Need::Btf(&["dentry.d_u", "dentry.d_alias"])],
+            Feature::NvmeSplit => &[Need::ModuleBtf],
+            _ => &[],
+        }
+    }
+}
+
+/// A kernel fact a feature needs.
+#[derive(Clone, Copy, Debug)]
+pub enum Need {
+    /// A BPF feature of BPF_FEATURES (probed for real), and the kernel that brought it.
+    Bpf(&'static str, &'static str),
+    /// Any one of these BTF facts (BTF_FACTS).
+    Btf(&'static [&'static str]),
+    /// BTF for modules (tp_btf on a module's tracepoint).
+    ModuleBtf,
+}
+
+pub const BPF_LOOP: &str = "helper bpf_loop";
+pub const BPF_TASK_BTF: &str = "helper bpf_get_current_task_btf";
+pub const BPF_RINGBUF: &str = "map ringbuf";
+pub const BPF_TASK_STORAGE: &str = "map task_storage";
+pub const BPF_ATOMICS: &str = "insn atomics (cmpxchg, xchg)";
+
+/// BTF facts recorded per kernel (`struct` or `struct.member`): the layouts the probes read
+/// where they changed across kernels (core_fixes.bpf.h).
+pub const BTF_FACTS: &[&str] = &[
+    "dentry.d_u",
+    "dentry.d_alias",
+    "io_kiocb.cqe",
+    "io_kiocb.cmd",
+    "folio._folio_order",
+    "folio._flags_1",
+    "kiocb.ki_complete",
+    "aio_kiocb.ki_res",
+    "request.start_time_ns",
+    "request.io_start_time_ns",
+    "md_io_clone",
+    "md_io_acct",
+];
+
+/// The tracepoint groups whose events the facts list.
+pub const TRACEPOINT_GROUPS: &[&str] = &[
+    "raw_syscalls",
+    "io_uring",
+    "block",
+    "readahead",
+    "jbd2",
+    "writeback",
+    "filemap",
+    "nvme",
+    "irq",
+    "sched",
+    "iommu",
+    "dma",
+];
+
+/// A kernel function the probes compare bi_end_io or ki_complete against, by the names it had.
+pub struct Symbol {
+    /// The rodata it fills (bpf/phases.bpf.c targ_*), or what it is for.
+    pub role: &'static str,
+    /// Newest first: the first found is used.
+    pub names: &'static [&'static str],
+}
+
+pub const OWNER_SYMBOLS: &[Symbol] = &[
+    Symbol { role: "iomap_end_io", names: &["iomap_dio_bio_end_io"] },
+    Symbol { role: "blkdev_end_io", names: &["blkdev_bio_end_io"] },
+    Symbol { role: "blkdev_end_io_async", names: &["blkdev_bio_end_io_async"] },
+    // Renamed by 7.2 (core_fixes.bpf.h #17).
+    Symbol { role: "bio_wait_end_io", names: &["bio_wait_end_io", "submit_bio_wait_endio"] },
+    Symbol { role: "chain_end_io", names: &["bio_chain_endio"] },
+    Symbol { role: "aio_complete", names: &["aio_complete_rw"] },
+];
+
+/// The stacked devices' clone end_io handlers (module symbols: present while dm_mod, dm_crypt,
+/// raid1 and md_mod are loaded).
+pub const STACK_SYMBOLS: &[Symbol] = &[
+    Symbol { role: "dm_end_io", names: &["clone_endio"] },
+    Symbol { role: "crypt_end_io", names: &["crypt_endio"] },
+    Symbol { role: "raid1_read_end_io", names: &["raid1_end_read_request"] },
+    Symbol { role: "raid1_write_end_io", names: &["raid1_end_write_request"] },
+    // md_end_clone_io since 6.3, md_end_io_acct before (core_fixes.bpf.h #12).
+    Symbol { role: "md_clone_end_io", names: &["md_end_clone_io", "md_end_io_acct"] },
+];
+
+/// Every symbol name the facts look for.
+pub const SYMBOLS: &[&str] = &[
+    "iomap_dio_bio_end_io",
+    "blkdev_bio_end_io",
+    "blkdev_bio_end_io_async",
+    "bio_wait_end_io",
+    "submit_bio_wait_endio",
+    "bio_chain_endio",
+    "aio_complete_rw",
+    "clone_endio",
+    "crypt_endio",
+    "raid1_end_read_request",
+    "raid1_end_write_request",
+    "md_end_clone_io",
+    "md_end_io_acct",
+    "nvme_queue_rq",
+];
+
+/// The name of `sym` this kernel has (None: none of them).
+pub fn symbol_name(sym: &Symbol, has: impl Fn(&str) -> bool) -> Option<&'static str> {
+    sym.names.iter().copied().find(|n| has(n))
+}
+
+/// How a program attaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    TpBtf,
+    RawTp,
+    /// A classic tracepoint (tracefs id), attached by group and name.
+    Classic,
+    Fexit,
+    Kprobe,
+}
+
+impl Via {
+    fn kind(self) -> AttachKind {
+        match self {
+            Via::TpBtf => AttachKind::TpBtf,
+            Via::RawTp => AttachKind::RawTp,
+            Via::Classic => AttachKind::Tracepoint,
+            Via::Fexit => AttachKind::Fentry,
+            Via::Kprobe => AttachKind::Kprobe,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::TpBtf => "tp_btf",
+            Via::RawTp => "raw_tp",
+            Via::Classic => "tracepoint",
+            Via::Fexit => "fexit",
+            Via::Kprobe => "kprobe",
+        }
+    }
+}
+
+/// One program that can serve a hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prog {
+    pub obj: Obj,
+    pub name: &'static str,
+    pub via: Via,
+}
+
+const fn btf(obj: Obj, name: &'static str) -> Prog {
+    Prog { obj, name, via: Via::TpBtf }
+}
+const fn raw(obj: Obj, name: &'static str) -> Prog {
+    Prog { obj, name, via: Via::RawTp }
+}
+const fn classic(obj: Obj, name: &'static str) -> Prog {
+    Prog { obj, name, via: Via::Classic }
+}
+
+/// A name a hook's tracepoint had, and the programs for it (typed first, then the raw twin).
+pub struct Variant {
+    pub tracepoint: &'static str,
+    pub progs: &'static [Prog],
+}
+
+/// One hook of the table.
+pub struct HookSpec {
+    /// `group:name` in reports (the newest name; `group:kind:function` for function probes).
+    pub name: &'static str,
+    pub group: &'static str,
+    /// Newest first; the first this kernel has is used. Empty: a function probe (`progs`).
+    pub variants: &'static [Variant],
+    /// For function probes (fexit, kprobe): the programs, all attached together.
+    pub func_progs: &'static [Prog],
+    pub feature: Feature,
+    pub used_for: &'static str,
+}
+
+const P: Obj = Obj::Phases;
+const C: Obj = Obj::Counts;
+
+const fn tp(tracepoint: &'static str, progs: &'static [Prog]) -> Variant {
+    Variant { tracepoint, progs }
+}
+
+macro_rules! hook {
+    ($name:expr, $group:expr, $feature:ident, $used:expr, [$($v:expr),+ $(,)?]) => {
+        HookSpec {
+            name: $name,
+            group: $group,
+            variants: &[$($v),+],
+            func_progs: &[],
+            feature: Feature::$feature,
+            used_for: $used,
+        }
+    };
+}
+
+pub const HOOKS: &[HookSpec] = &[
+    hook!(
+        "raw_syscalls:sys_enter",
+        "raw_syscalls",
+        Syscalls,
+        "submission start, reap array (io_uring_enter, io_submit, io_[p]getevents by number)",
+        [tp("sys_enter", &[btf(P, "sys_enter"), raw(P, "sys_enter_raw")])]
+    ),
+    hook!(
+        "raw_syscalls:sys_exit",
+        "raw_syscalls",
+        Syscalls,
+        "reap (io_uring_enter, io_[p]getevents return)",
+        [tp("sys_exit", &[btf(P, "sys_exit"), raw(P, "sys_exit_raw")])]
+    ),
+    hook!(
+        "io_uring:io_uring_submit_req",
+        "io_uring",
+        Uring,
+        "io_uring request submitted (submit_sqe before 6.4)",
+        [
+            tp("io_uring_submit_req", &[btf(P, "submit_req"), raw(P, "submit_req_raw")]),
+            tp("io_uring_submit_sqe", &[btf(P, "submit_sqe")]),
+        ]
+    ),
+    hook!(
+        "io_uring:io_uring_complete",
+        "io_uring",
+        Uring,
+        "io_uring completion posted",
+        [tp("io_uring_complete", &[btf(P, "uring_complete"), raw(P, "uring_complete_raw")])]
+    ),
+    hook!(
+        "io_uring:io_uring_queue_async_work",
+        "io_uring",
+        UringAsync,
+        "io_uring request punted to io-wq (the io-wq sub-phase)",
+        [tp("io_uring_queue_async_work", &[btf(P, "queue_async_work"), raw(P, "queue_async_work_raw")])]
+    ),
+    hook!(
+        "block:block_bio_queue",
+        "block",
+        BlockCore,
+        "bio enters the block layer",
+        [tp("block_bio_queue", &[btf(P, "bio_queue_btf"), raw(P, "bio_queue_raw")])]
+    ),
+    hook!(
+        "block:block_bio_complete",
+        "block",
+        Stacked,
+        "a bio ended: the top bio of a stacked device (where dm or md is loaded)",
+        [tp("block_bio_complete", &[btf(P, "bio_complete_btf"), raw(P, "bio_complete_raw")])]
+    ),
+    hook!(
+        "block:block_rq_issue",
+        "block",
+        BlockCore,
+        "request issued to the driver",
+        [tp("block_rq_issue", &[btf(P, "rq_issue_btf"), raw(P, "rq_issue_raw")])]
+    ),
+    hook!(
+        "block:block_rq_complete",
+        "block",
+        BlockCore,
+        "request completed by the device",
+        [tp("block_rq_complete", &[btf(P, "rq_complete_btf"), raw(P, "rq_complete_raw")])]
+    ),
+    hook!(
+        "block:block_bio_backmerge",
+        "block",
+        PageCacheExtras,
+        "page cache: bios of buffered calls merged into a queued request",
+        [tp("block_bio_backmerge", &[btf(P, "bio_backmerge")])]
+    ),
+    hook!(
+        "block:block_bio_frontmerge",
+        "block",
+        PageCacheExtras,
+        "page cache: bios of buffered calls merged into a queued request",
+        [tp("block_bio_frontmerge", &[btf(P, "bio_frontmerge")])]
+    ),
+    hook!(
+        "block:block_split",
+        "block",
+        PageCacheExtras,
+        "page cache: bios split to fit the device (one more request each)",
+        [tp("block_split", &[btf(P, "bio_split")])]
+    ),
+    hook!(
+        "readahead:page_cache_sync_ra",
+        "readahead",
+        PageCacheExtras,
+        "page cache: readahead a buffered read started on a miss (6.10+)",
+        [tp("page_cache_sync_ra", &[btf(P, "ra_sync")])]
+    ),
+    hook!(
+        "readahead:page_cache_async_ra",
+        "readahead",
+        PageCacheExtras,
+        "page cache: readahead started on the marker (6.10+)",
+        [tp("page_cache_async_ra", &[btf(P, "ra_async")])]
+    ),
+    hook!(
+        "jbd2:jbd2_start_commit",
+        "jbd2",
+        Journal,
+        "sync calls: time blocked while ext4's journal committed",
+        [tp("jbd2_start_commit", &[btf(P, "jbd2_start_commit")])]
+    ),
+    hook!(
+        "jbd2:jbd2_end_commit",
+        "jbd2",
+        Journal,
+        "sync calls: time blocked while ext4's journal committed",
+        [tp("jbd2_end_commit", &[btf(P, "jbd2_end_commit")])]
+    ),
+    hook!(
+        "writeback:writeback_dirty_folio",
+        "writeback",
+        Writeback,
+        "writeback: the files the traced processes dirty, and who dirtied them",
+        [tp("writeback_dirty_folio", &[btf(P, "wb_dirty_folio")])]
+    ),
+    hook!(
+        "writeback:writeback_start",
+        "writeback",
+        Writeback,
+        "writeback: why a flusher writes (background, periodic, sync ...)",
+        [tp("writeback_start", &[btf(P, "wb_start")])]
+    ),
+    hook!(
+        "writeback:writeback_written",
+        "writeback",
+        Writeback,
+        "writeback: why a flusher writes (background, periodic, sync ...)",
+        [tp("writeback_written", &[btf(P, "wb_written")])]
+    ),
+    hook!(
+        "writeback:balance_dirty_pages",
+        "writeback",
+        DirtyThrottle,
+        "buffered writes: dirty-throttling pauses",
+        [tp("balance_dirty_pages", &[btf(P, "dirty_pause")])]
+    ),
+    hook!(
+        "filemap:mm_filemap_get_pages",
+        "filemap",
+        PageCacheCount,
+        "--pagecache count: buffered reads counted without the syscall hooks",
+        [tp("mm_filemap_get_pages", &[btf(P, "pcc_get_pages")])]
+    ),
+    hook!(
+        "filemap:mm_filemap_add_to_page_cache",
+        "filemap",
+        PageCacheCount,
+        "--pagecache count: pages the traced processes added to the cache",
+        [tp("mm_filemap_add_to_page_cache", &[btf(P, "pcc_add_folio")])]
+    ),
+    hook!(
+        "nvme:nvme_setup_cmd",
+        "nvme",
+        NvmeSplit,
+        "NVMe command set up (driver/device split)",
+        [tp("nvme_setup_cmd", &[btf(P, "nvme_setup_cmd")])]
+    ),
+    hook!(
+        "nvme:nvme_complete_rq",
+        "nvme",
+        NvmeSplit,
+        "NVMe command completed",
+        [tp("nvme_complete_rq", &[btf(P, "nvme_complete_rq")])]
+    ),
+    HookSpec {
+        name: "fexit:nvme_queue_rq",
+        group: "nvme",
+        variants: &[],
+        func_progs: &[Prog { obj: P, name: "nvme_queue_rq_exit", via: Via::Fexit }],
+        feature: Feature::Doorbell,
+        used_for: "NVMe doorbell rung (nvme_queue_rq's return)",
+    },
+    HookSpec {
+        name: "kprobe:nvme_queue_rq",
+        group: "nvme",
+        variants: &[],
+        func_progs: &[
+            Prog { obj: P, name: "nvme_queue_rq_entry", via: Via::Kprobe },
+            Prog { obj: P, name: "nvme_queue_rq_ret", via: Via::Kprobe },
+        ],
+        feature: Feature::Doorbell,
+        used_for: "NVMe doorbell rung, as a kprobe pair where fexit is refused",
+    },
+    hook!(
+        "irq:irq_handler_entry",
+        "irq",
+        Irqs,
+        "device interrupts per I/O",
+        [tp("irq_handler_entry", &[btf(C, "irq_entry"), raw(C, "irq_entry_raw")])]
+    ),
+    hook!(
+        "irq:softirq_entry",
+        "irq",
+        Softirqs,
+        "BLOCK softirq time",
+        [tp("softirq_entry", &[btf(C, "softirq_entry"), raw(C, "softirq_entry_raw")])]
+    ),
+    hook!(
+        "irq:softirq_exit",
+        "irq",
+        Softirqs,
+        "BLOCK softirq time",
+        [tp("softirq_exit", &[btf(C, "softirq_exit"), raw(C, "softirq_exit_raw")])]
+    ),
+    hook!(
+        "sched:sched_switch",
+        "sched",
+        ContextSwitches,
+        "context switches per I/O, off-CPU time",
+        [tp("sched_switch", &[btf(P, "sched_switch"), raw(P, "sched_switch_raw")])]
+    ),
+    hook!(
+        "sched:sched_wakeup",
+        "sched",
+        RunQueue,
+        "run-queue wait of the traced threads (CPU contention)",
+        [tp("sched_wakeup", &[btf(P, "sched_wakeup")])]
+    ),
+    hook!(
+        "sched:sched_process_fork",
+        "sched",
+        ProcessTree,
+        "a traced process forked: its child is traced too",
+        [tp("sched_process_fork", &[btf(P, "process_fork")])]
+    ),
+    hook!(
+        "iommu:map",
+        "iommu",
+        Iommu,
+        "IOMMU mappings per I/O",
+        [tp("map", &[btf(C, "iommu_map_btf"), classic(C, "iommu_map")])]
+    ),
+    hook!(
+        "iommu:unmap",
+        "iommu",
+        Iommu,
+        "IOMMU unmappings per I/O",
+        [tp("unmap", &[btf(C, "iommu_unmap_btf"), classic(C, "iommu_unmap")])]
+    ),
+    hook!(
+        "dma:dma_map",
+        "dma",
+        Dma,
+        "DMA mappings per I/O (dma_map_page before 6.17)",
+        [
+            tp("dma_map_phys", &[btf(C, "dma_map_btf"), classic(C, "dma_map")]),
+            tp("dma_map_page", &[btf(C, "dma_map_btf"), classic(C, "dma_map")]),
+        ]
+    ),
+    hook!(
+        "dma:dma_unmap",
+        "dma",
+        Dma,
+        "DMA unmappings per I/O",
+        [
+            tp("dma_unmap_phys", &[btf(C, "dma_unmap_btf"), classic(C, "dma_unmap")]),
+            tp("dma_unmap_page", &[btf(C, "dma_unmap_btf"), classic(C, "dma_unmap")]),
+        ]
+    ),
+];
+
+/// The trace's options that decide which hooks it wants.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub raw_tp: bool,
+    pub lean: Lean,
+    pub pagecache: PageCacheMode,
+    pub doorbell: Doorbell,
+    /// A process tree is traced (its forks followed).
+    pub tree: bool,
+    /// Hooks whose name contains one of these are left out (--skip-hooks).
+    pub skip: Vec<String>,
+}
+
+/// What the plan does with one hook.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Choice {
+    /// Load this program (and attach it to `target`, the tracepoint's name on this kernel).
+    Load {
+        #[serde(skip)]
+        progs: Vec<Prog>,
+        via: &'static str,
+        target: String,
+    },
+    /// Its feature is off on this kernel (the reason).
+    Off { why: String },
+    /// Not wanted by these options (the reason): not missing.
+    Unused { why: String },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannedHook {
+    pub name: &'static str,
+    pub feature: Feature,
+    pub used_for: &'static str,
+    /// The tracepoint exists on this kernel (under one of its names).
+    pub present: bool,
+    #[serde(flatten)]
+    pub choice: Choice,
+}
+
+/// A feature's state: on, off with the kernel's reason, or not wanted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FeatureState {
+    pub feature: Feature,
+    pub title: &'static str,
+    pub on: bool,
+    /// Why it is off, or why these options do not use it (None when on).
+    pub why: Option<String>,
+    /// Not wanted by these options.
+    pub unused: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub hooks: Vec<PlannedHook>,
+    pub features: Vec<FeatureState>,
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.title())
+    }
+}
+
+/// Why a need is not met on this kernel (None: met).
+fn unmet(need: &Need, k: &KernelFacts) -> Option<String> {
+    match *need {
+        Need::Bpf(what, since) => {
+            (!k.bpf.contains(what)).then(|| format!("the verifier here has no {what} ({since}+)"))
+        }
+        Need::Btf(any) => {
+            (!any.iter().any(|f| k.btf.contains(*f))).then(|| format!("kernel BTF has none of {}", any.join(", ")))
+        }
+        Need::ModuleBtf => {
+            (!k.module_btf).then(|| "kernel modules carry no BTF here (no /sys/kernel/btf/<module>)".into())
+        }
+    }
+}
+
+/// Why these options leave `h` out (None: wanted).
+fn unused_why(h: &HookSpec, o: &Options, k: &KernelFacts) -> Option<String> {
+    let f = h.feature;
+    if o.skip.iter().any(|s| !s.is_empty() && h.name.contains(s.as_str())) {
+        return Some("--skip-hooks".into());
+    }
+    let count = o.pagecache == PageCacheMode::Count;
+    match f {
+        Feature::PageCacheCount if !count => return Some("only with --pagecache count".into()),
+        Feature::Syscalls if count => return Some("--pagecache count attaches no syscall hook".into()),
+        Feature::Syscalls if o.lean == Lean::Uring => return Some("--lean io_uring attaches no syscall hook".into()),
+        Feature::Syscalls if o.lean == Lean::Aio && h.name.ends_with("sys_enter") => {
+            return Some("--lean aio claims each request at its first bio".into())
+        }
+        Feature::ContextSwitches | Feature::RunQueue | Feature::Softirqs if o.lean != Lean::Off => {
+            return Some("--lean leaves the scheduler and softirq hooks out".into())
+        }
+        Feature::ProcessTree if !o.tree => return Some("only when a process tree is traced".into()),
+        Feature::Stacked if !STACK_SYMBOLS.iter().any(|s| symbol_name(s, |n| k.symbols.contains(n)).is_some()) => {
+            return Some("no device-mapper or md module is loaded (no clone end_io in /proc/kallsyms)".into());
+        }
+        Feature::Doorbell => {
+            let want = match o.doorbell {
+                Doorbell::Off => return Some("--doorbell off".into()),
+                Doorbell::Kprobe => Via::Kprobe,
+                Doorbell::Auto if k.attach_ok(AttachKind::Fentry) || !k.attach_ok(AttachKind::Kprobe) => Via::Fexit,
+                Doorbell::Auto => Via::Kprobe,
+            };
+            if h.func_progs.first().is_some_and(|p| p.via != want) {
+                return Some(format!("the doorbell is timed by {} here", want.name()));
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+/// The program for a variant: typed (tp_btf) unless raw_tp is asked for or tp_btf does not
+/// work here, then its raw twin (raw_tp, or a classic tracepoint); a variant with one kind only
+/// uses that one where it works.
+fn pick(v: &Variant, o: &Options, k: &KernelFacts) -> Result<Prog, String> {
+    let works = |p: &Prog| k.attach_ok(p.via.kind());
+    let typed = v.progs.iter().find(|p| p.via == Via::TpBtf);
+    let untyped = v.progs.iter().find(|p| p.via != Via::TpBtf);
+    let order = if o.raw_tp { [untyped, typed] } else { [typed, untyped] };
+    order.into_iter().flatten().find(|p| works(p)).copied().ok_or_else(|| {
+        let kinds: Vec<_> = v.progs.iter().map(|p| p.via.name()).collect();
+        let why = v.progs.first().and_then(|p| k.attach_error(p.via.kind())).unwrap_or_default();
+        format!("{} programs do not attach here ({why})", kinds.join(" / "))
+    })
+}
+
+/// The plan for this kernel and these options. Pure.
+pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
+    let mut hooks = Vec::new();
+    let mut off: BTreeMap<Feature, String> = BTreeMap::new();
+    for f in Feature::ALL {
+        if let Some(why) = f.needs().iter().find_map(|n| unmet(n, k)) {
+            off.insert(f, why);
+        }
+    }
+    for h in HOOKS {
+        let variant = h.variants.iter().find(|v| k.has_tracepoint(h.group, v.tracepoint));
+        let present = h.variants.is_empty() || variant.is_some();
+        let choice = if let Some(why) = unused_why(h, o, k) {
+            Choice::Unused { why }
+        } else if h.variants.is_empty() {
+            match h.func_progs.iter().find(|p| !k.attach_ok(p.via.kind())) {
+                Some(p) => Choice::Off {
+                    why: format!(
+                        "{} programs do not attach here ({})",
+                        p.via.name(),
+                        k.attach_error(p.via.kind()).unwrap_or_default()
+                    ),
+                },
+                None if !k.symbols.contains("nvme_queue_rq") => {
+                    Choice::Off { why: "nvme_queue_rq is not in /proc/kallsyms (no NVMe driver loaded)".into() }
+                }
+                None => Choice::Load {
+                    progs: h.func_progs.to_vec(),
+                    via: h.func_progs[0].via.name(),
+                    target: "nvme_queue_rq".into(),
+                },
+            }
+        } else {
+            match variant {
+                None => Choice::Off {
+                    why: format!(
+                        "tracepoint {}:{} is not on this kernel",
+                        h.group,
+                        h.variants.iter().map(|v| v.tracepoint).collect::<Vec<_>>().join(" / ")
+                    ),
+                },
+                Some(v) => match pick(v, o, k) {
+                    Ok(p) => Choice::Load { progs: vec![p], via: p.via.name(), target: v.tracepoint.into() },
+                    Err(why) => Choice::Off { why },
+                },
+            }
+        };
+        if let Choice::Off { why } = &choice {
+            off.entry(h.feature).or_insert_with(|| why.clone());
+        }
+        hooks.push(PlannedHook { name: h.name, feature: h.feature, used_for: h.used_for, present, choice });
+    }
+    let mut p = Plan { hooks, features: Vec::new() };
+    for (f, why) in off {
+        p.disable(f, &why);
+    }
+    p.refresh_features();
+    p
+}
+
+impl Plan {
+    /// Turns `feature` off with the reason (a load or attach failure the facts did not predict).
+    pub fn disable(&mut self, feature: Feature, why: &str) {
+        for h in self.hooks.iter_mut().filter(|h| h.feature == feature) {
+            if matches!(h.choice, Choice::Load { .. }) {
+                h.choice = Choice::Off { why: why.to_owned() };
+            }
+        }
+        self.refresh_features();
+        if let Some(s) = self.features.iter_mut().find(|s| s.feature == feature && !s.unused) {
+            s.on = false;
+            s.why = Some(why.to_owned());
+        }
+    }
+
+    fn refresh_features(&mut self) {
+        let old = std::mem::take(&mut self.features);
+        for f in Feature::ALL {
+            let mine: Vec<&PlannedHook> = self.hooks.iter().filter(|h| h.feature == f).collect();
+            let unused = mine.iter().all(|h| matches!(h.choice, Choice::Unused { .. }));
+            let why = mine.iter().find_map(|h| match &h.choice {
+                Choice::Off { why } => Some(why.clone()),
+                _ => None,
+            });
+            let why = why.or_else(|| old.iter().find(|s| s.feature == f && !s.unused).and_then(|s| s.why.clone()));
+            let unused_why = mine.iter().find_map(|h| match &h.choice {
+                Choice::Unused { why } => Some(why.clone()),
+                _ => None,
+            });
+            let (on, why) = if unused { (false, unused_why) } else { (why.is_none(), why) };
+            self.features.push(FeatureState { feature: f, title: f.title(), on, why, unused });
+        }
+    }
+
+    pub fn is_on(&self, f: Feature) -> bool {
+        self.features.iter().any(|s| s.feature == f && s.on)
+    }
+
+    pub fn state(&self, f: Feature) -> &FeatureState {
+        self.features.iter().find(|s| s.feature == f).expect("every feature has a state")
+    }
+
+    /// Why the trace cannot run at all (the block core is off), else None.
+    pub fn fatal(&self) -> Option<String> {
+        let s = self.state(Feature::BlockCore);
+        s.why.as_ref().map(|w| format!("the {} cannot be traced on this kernel: {w}", s.title))
+    }
+
+    /// Every program of `obj` to load, with the tracepoint name to attach it to.
+    pub fn programs(&self, obj: Obj) -> Vec<(&'static str, &'static str, String)> {
+        let mut out = Vec::new();
+        for h in &self.hooks {
+            if let Choice::Load { progs, target, .. } = &h.choice {
+                for p in progs.iter().filter(|p| p.obj == obj) {
+                    out.push((h.name, p.name, target.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The feature a program serves (a load failure names the program).
+    pub fn feature_of_prog(&self, prog: &str) -> Option<Feature> {
+        HOOKS
+            .iter()
+            .find(|h| h.func_progs.iter().chain(h.variants.iter().flat_map(|v| v.progs)).any(|p| p.name == prog))
+            .map(|h| h.feature)
+    }
+
+    /// What the programs of `obj` need of the maps: task storage where a loaded program uses the
+    /// per-thread state.
+    pub fn needs_task_storage(&self) -> bool {
+        [Feature::Syscalls, Feature::ContextSwitches, Feature::RunQueue].iter().any(|f| self.is_on(*f))
+    }
+
+    /// The features that are off on this kernel, each with its reason, for reports.
+    pub fn off(&self) -> Vec<(&'static str, String)> {
+        self.features
+            .iter()
+            .filter(|s| !s.on && !s.unused)
+            .map(|s| (s.title, s.why.clone().unwrap_or_default()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(tps: &[&str], bpf: &[&str]) -> KernelFacts {
+        let mut k = KernelFacts { schema: super::super::facts::SCHEMA.into(), ..Default::default() };
+        k.tracepoints = tps.iter().map(|s| s.to_string()).collect();
+        k.bpf = bpf.iter().map(|s| s.to_string()).collect();
+        for kind in ["tp_btf", "raw_tp", "tracepoint"] {
+            k.attach.insert(kind.into(), None);
+        }
+        k.attach.insert("fentry".into(), Some("-EPERM".into()));
+        k.attach.insert("kprobe".into(), Some("no kprobes".into()));
+        k.btf.insert("dentry.d_alias".into());
+        k
+    }
+    const ALL_BPF: &[&str] = &[BPF_LOOP, BPF_TASK_BTF, BPF_RINGBUF, BPF_TASK_STORAGE, BPF_ATOMICS];
+    const BLOCK: &[&str] = &["block:block_bio_queue", "block:block_rq_issue", "block:block_rq_complete"];
+
+    #[test]
+    fn a_missing_optional_tracepoint_turns_its_feature_off_alone() {
+        let k = facts(&[BLOCK, &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"]].concat(), ALL_BPF);
+        let p = plan(&k, &Options::default());
+        assert!(p.fatal().is_none());
+        assert!(p.is_on(Feature::BlockCore) && p.is_on(Feature::Syscalls));
+        let u = p.state(Feature::Uring);
+        assert!(!u.on && u.why.as_deref().unwrap().contains("io_uring_submit_req / io_uring_submit_sqe"), "{u:?}");
+        assert!(p.state(Feature::Stacked).unused, "no dm/md module: not wanted, not missing");
+    }
+
+    #[test]
+    fn the_older_name_of_a_tracepoint_is_used_where_the_newer_is_absent() {
+        let k = facts(&[BLOCK, &["io_uring:io_uring_submit_sqe", "io_uring:io_uring_complete"]].concat(), ALL_BPF);
+        let p = plan(&k, &Options::default());
+        let h = p.hooks.iter().find(|h| h.name == "io_uring:io_uring_submit_req").unwrap();
+        assert!(
+            matches!(&h.choice, Choice::Load { target, via: "tp_btf", .. } if target == "io_uring_submit_sqe"),
+            "{h:?}"
+        );
+        // --raw-tp: submit_sqe has no raw twin, its typed program serves.
+        let p = plan(&k, &Options { raw_tp: true, ..Default::default() });
+        let h = p.hooks.iter().find(|h| h.name == "io_uring:io_uring_submit_req").unwrap();
+        assert!(matches!(&h.choice, Choice::Load { via: "tp_btf", .. }), "{h:?}");
+        let h = p.hooks.iter().find(|h| h.name == "io_uring:io_uring_complete").unwrap();
+        assert!(matches!(&h.choice, Choice::Load { via: "raw_tp", .. }), "{h:?}");
+    }
+
+    #[test]
+    fn the_block_core_needs_bpf_loop_and_says_so() {
+        let k = facts(BLOCK, &[BPF_TASK_BTF, BPF_RINGBUF, BPF_ATOMICS]);
+        let p = plan(&k, &Options::default());
+        let why = p.fatal().expect("no bpf_loop: no trace");
+        assert!(why.contains("bpf_loop (5.17+)"), "{why}");
+    }
+
+    #[test]
+    fn a_disabled_feature_keeps_its_reason_and_unloads_its_programs() {
+        let k = facts(
+            &[BLOCK, &["writeback:writeback_dirty_folio", "writeback:writeback_start", "writeback:writeback_written"]]
+                .concat(),
+            ALL_BPF,
+        );
+        let mut p = plan(&k, &Options::default());
+        assert!(p.is_on(Feature::Writeback));
+        assert_eq!(p.feature_of_prog("wb_start"), Some(Feature::Writeback));
+        p.disable(Feature::Writeback, "relocation failed");
+        assert!(!p.is_on(Feature::Writeback));
+        assert_eq!(p.state(Feature::Writeback).why.as_deref(), Some("relocation failed"));
+        assert!(!p.programs(Obj::Phases).iter().any(|(_, prog, _)| prog.starts_with("wb_")));
+        assert!(p.is_on(Feature::BlockCore));
+    }
+
+    #[test]
+    fn lean_and_pagecache_count_leave_hooks_out_as_unused_not_missing() {
+        let k = facts(
+            &[BLOCK, &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit", "sched:sched_switch"]].concat(),
+            ALL_BPF,
+        );
+        let p = plan(&k, &Options { lean: Lean::Uring, ..Default::default() });
+        assert!(p.state(Feature::Syscalls).unused && p.state(Feature::ContextSwitches).unused);
+        assert!(p.off().iter().all(|(t, _)| !t.contains("syscall")), "{:?}", p.off());
+        let p = plan(&k, &Options { lean: Lean::Aio, ..Default::default() });
+        let names: Vec<_> = p.programs(Obj::Phases).into_iter().map(|(_, n, _)| n).collect();
+        assert!(names.contains(&"sys_exit") && !names.contains(&"sys_enter"), "{names:?}");
+    }
+
+    #[test]
+    fn the_doorbell_falls_back_to_kprobes_where_fexit_is_refused() {
+        let mut k = facts(&[BLOCK, &["nvme:nvme_setup_cmd", "nvme:nvme_complete_rq"]].concat(), ALL_BPF);
+        k.symbols.insert("nvme_queue_rq".into());
+        k.module_btf = true;
+        k.attach.insert("kprobe".into(), None);
+        let p = plan(&k, &Options::default());
+        let load: Vec<_> = p.programs(Obj::Phases).into_iter().map(|(_, n, _)| n).collect();
+        assert!(load.contains(&"nvme_queue_rq_entry") && !load.contains(&"nvme_queue_rq_exit"), "{load:?}");
+        assert!(p.is_on(Feature::NvmeSplit) && p.is_on(Feature::Doorbell));
+        k.module_btf = false;
+        let p = plan(&k, &Options::default());
+        assert!(
+            p.state(Feature::NvmeSplit).why.as_deref().unwrap().contains("no BTF"),
+            "{:?}",
+            p.state(Feature::NvmeSplit)
+        );
+    }
+}

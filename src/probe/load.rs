@@ -1,0 +1,166 @@
+//! Carries out a plan (probe::hooks): opens an object, sets each program's autoload from the
+//! plan, loads, and attaches what the plan chose. A program the verifier or libbpf refuses (a
+//! relocation, a helper, a map type) turns its feature off with libbpf's own reason and the object
+//! is loaded again without it; only the block core is required. The doctor's dry run and the
+//! trace session both load through here, so "works" in doctor means loaded and attached here.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel};
+use libbpf_rs::{Link, OpenObject, TracepointCategory};
+
+use super::hooks::{Choice, Feature, Obj, Plan, Via, HOOKS};
+use crate::model::ProbeStatus;
+
+/// Loads tried at most per object: each failed load turns one feature off.
+pub const MAX_LOADS: usize = 8;
+
+/// The program a libbpf failure names ("prog 'X': BPF program load failed: ...").
+pub fn failing_prog(log_line: &str) -> Option<String> {
+    let rest = &log_line[log_line.find("prog '")? + 6..];
+    Some(rest[..rest.find('\'')?].to_owned())
+}
+
+/// Opens, configures and loads an object per `plan`, turning off the feature of each program
+/// that fails to load, until it loads or a required program fails. `open` opens a fresh object
+/// in the given storage and applies everything but autoload (rodata, map sizes).
+pub fn load_per_plan<'obj, O: OpenSkel<'obj>>(
+    obj: Obj,
+    what: &str,
+    plan: &mut Plan,
+    stores: &'obj mut [MaybeUninit<OpenObject>],
+    mut open: impl FnMut(&'obj mut MaybeUninit<OpenObject>, &Plan) -> Result<O>,
+) -> Result<O::Output> {
+    let tries = stores.len();
+    for store in stores.iter_mut() {
+        let mut o = open(store, plan)?;
+        let wanted: Vec<&str> = plan.programs(obj).into_iter().map(|(_, p, _)| p).collect();
+        let targets: HashMap<&str, String> = plan.programs(obj).into_iter().map(|(_, p, t)| (p, t)).collect();
+        for mut p in o.open_object_mut().progs_mut() {
+            let name = p.name().to_string_lossy().into_owned();
+            let load = wanted.contains(&name.as_str());
+            p.set_autoload(load);
+            // A typed program serving a renamed tracepoint (dma_map_page for dma_map_phys).
+            if load && p.section().to_string_lossy().starts_with("tp_btf/") {
+                let target = &targets[name.as_str()];
+                if !p.section().to_string_lossy().ends_with(&format!("/{target}")) {
+                    p.set_attach_target(0, Some(target.clone()))
+                        .with_context(|| format!("{name}: attach target {target}"))?;
+                }
+            }
+        }
+        super::log::clear();
+        match o.load() {
+            Ok(skel) => return Ok(skel),
+            Err(e) => {
+                let why = super::log::reason().unwrap_or_else(|| e.to_string());
+                let feature = super::log::failing_prog().and_then(|p| plan.feature_of_prog(&p));
+                match feature {
+                    Some(f) if f != Feature::BlockCore && plan.is_on(f) => {
+                        plan.disable(f, &format!("did not load here ({why})"));
+                    }
+                    _ => return Err(load_error(what, e)),
+                }
+            }
+        }
+    }
+    bail!("loading the {what} BPF programs failed {tries} times, each turning one feature off")
+}
+
+pub fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+    let why = super::log::reason().map(|r| format!(" ({r})")).unwrap_or_default();
+    anyhow!("loading the {what} BPF programs failed: {e}{why}. Run 'iopath doctor' to see what this kernel supports")
+}
+
+/// The links of a session and what each hook did.
+pub struct Attached {
+    pub links: Vec<Link>,
+    pub probes: Vec<ProbeStatus>,
+}
+
+/// Attaches every program the plan loads from `objs`. An optional feature whose program fails to
+/// attach is turned off (its links dropped); the block core's failure is an error.
+pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> Result<Attached> {
+    let mut links: Vec<(Feature, Link)> = Vec::new();
+    let mut done: Vec<(Feature, ProbeStatus)> = Vec::new();
+    for h in plan.hooks.clone() {
+        let Choice::Load { progs, target, .. } = &h.choice else { continue };
+        if !plan.is_on(h.feature) {
+            continue;
+        }
+        for (i, p) in progs.iter().enumerate() {
+            let Some((_, obj)) = objs.iter().find(|(o, _)| *o == p.obj) else { continue };
+            let prog = obj
+                .progs_mut()
+                .find(|q| q.name() == p.name)
+                .ok_or_else(|| anyhow!("program {} is not in the loaded object", p.name))?;
+            let res = match p.via {
+                Via::Classic => prog.attach_tracepoint(TracepointCategory::Custom(group_of(h.name).into()), target),
+                _ => prog.attach(),
+            };
+            // A kprobe pair: the second program is the return probe.
+            let name = if i == 0 { h.name.to_owned() } else { h.name.replacen("kprobe:", "kretprobe:", 1) };
+            let via = prog.section().to_string_lossy().split('/').next().unwrap_or("").to_owned();
+            match res {
+                Ok(l) => {
+                    let fd = prog.as_fd().as_raw_fd();
+                    links.push((h.feature, l));
+                    done.push((
+                        h.feature,
+                        ProbeStatus { name, attached: true, via, prog_fd: fd, ..Default::default() },
+                    ));
+                }
+                Err(e) if h.feature == Feature::BlockCore => bail!("attaching {name} ({via}) failed: {e}"),
+                Err(e) => {
+                    plan.disable(h.feature, &format!("{name} did not attach ({e})"));
+                    links.retain(|(f, _)| *f != h.feature);
+                    done.retain(|(f, _)| *f != h.feature);
+                    break;
+                }
+            }
+        }
+    }
+    // Every hook the plan wanted and could not have, with its reason (unused ones are the
+    // options' choice, not missing).
+    let mut probes: Vec<ProbeStatus> = done.into_iter().map(|(_, p)| p).collect();
+    for h in &plan.hooks {
+        if let Choice::Off { why } = &h.choice {
+            probes.push(ProbeStatus { name: h.name.into(), error: Some(why.clone()), ..Default::default() });
+        }
+    }
+    Ok(Attached { links: links.into_iter().map(|(_, l)| l).collect(), probes })
+}
+
+fn group_of(hook: &str) -> &str {
+    HOOKS.iter().find(|h| h.name == hook).map_or("", |h| h.group)
+}
+
+/// Loads and attaches everything `plan` asks of this kernel, then lets it all go: the doctor's
+/// proof. Returns the plan as carried out (features that failed turned off, with the reason).
+pub fn dry_run(mut plan: Plan, ksyms: &HashMap<String, u64>) -> Result<Plan> {
+    let opts = super::session::TraceOpts::default();
+    let mut p_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut c_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let phases = load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| {
+        super::session::open_phases(s, &opts, ksyms, plan)
+    })?;
+    let counts = load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| {
+        super::session::open_counts(s, &opts, plan)
+    })?;
+    let attached = attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
+    drop(attached);
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failing_prog_is_read_from_libbpfs_message() {
+        let line = "libbpf: prog 'nvme_queue_rq_exit': BPF program load failed: -EPERM";
+        assert_eq!(super::failing_prog(line).as_deref(), Some("nvme_queue_rq_exit"));
+        assert_eq!(super::failing_prog("libbpf: failed to load object"), None);
+    }
+}
