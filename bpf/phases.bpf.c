@@ -590,7 +590,11 @@ static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
 	struct io_slot *s;
 	__u64 iocb;
 
-	if (bpf_probe_read_user(&iocb, sizeof(iocb), &c->iocbs[i]) || !iocb)
+	if (bpf_probe_read_user(&iocb, sizeof(iocb), &c->iocbs[i])) {
+		count(C_USER_UNREADABLE, 1);
+		return 1;
+	}
+	if (!iocb)
 		return 1;
 	if (!c->release) {
 		io_claim(iocb, c->disc, c->start, c->tgid, MODE_AIO);
@@ -669,8 +673,10 @@ static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 	struct io_slot *s;
 	__u64 obj;
 
-	if (bpf_probe_read_user(&obj, sizeof(obj), &c->events[i].obj))
+	if (bpf_probe_read_user(&obj, sizeof(obj), &c->events[i].obj)) {
+		count(C_USER_UNREADABLE, 1);
 		return 1;
+	}
 	s = ios_find(obj, c->disc);
 	if (!s) {
 		count(C_REAP_UNMATCHED, 1);

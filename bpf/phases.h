@@ -209,6 +209,8 @@ enum counter {
 	/* iopath top */
 	C_TOP_FULL, /* closed I/Os not aggregated: the top table was full (userspace evicts exited
 		     * processes' keys every refresh) */
+	C_USER_UNREADABLE, /* an application's iocb or io_event array could not be read (aio
+			    * requests then not claimed or not reaped) */
 	NR_COUNTERS,
 };
 

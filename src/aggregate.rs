@@ -121,6 +121,10 @@ pub struct Lost {
     pub never_reaped: u64,
     /// Reaped events without a tracked completion.
     pub reaped_unmatched: u64,
+    /// An application's iocb or io_event array could not be read from its memory: requests not
+    /// claimed or not reaped.
+    #[serde(default)]
+    pub user_unreadable: u64,
     /// Map or buffer full: I/O not tracked.
     pub dropped: u64,
     /// Sum of the programs' recursion_misses: events the kernel did not deliver to BPF.
@@ -757,6 +761,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         missing_completions: raw.stuck_inflight + raw.counter(Counter::ExpiredInflight),
         never_reaped: raw.stuck_done + raw.counter(Counter::ExpiredDone),
         reaped_unmatched: raw.counter(Counter::ReapUnmatched),
+        user_unreadable: raw.counter(Counter::UserUnreadable),
         dropped: raw.counter(Counter::InflightFull)
             + raw.counter(Counter::DoneFull)
             + raw.counter(Counter::ReapOverflow),
@@ -769,6 +774,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         + lost.missing_completions
         + lost.never_reaped
         + lost.reaped_unmatched
+        + lost.user_unreadable
         + lost.dropped
         + lost.recursion_misses
         + lost.ring_drops

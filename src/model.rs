@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 53;
-pub const NR_COUNTERS: usize = 65;
+pub const NR_COUNTERS: usize = 66;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
@@ -199,6 +199,7 @@ pub enum Counter {
     UpcBioBytes,
     UpcBytes,
     TopFull,
+    UserUnreadable,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

@@ -103,16 +103,23 @@ impl Feature {
 
     /// What this kernel must offer beyond the hooks' tracepoints.
     pub fn needs(self) -> &'static [Need] {
+        // Every program of the phases object keeps per-thread state (task storage) and claims
+        // per-I/O slots with cmpxchg; the block core walks merged bios with bpf_loop.
         const CORE: &[Need] = &[
             Need::Bpf(BPF_TASK_BTF, "5.11"),
+            Need::Bpf(BPF_TASK_STORAGE, "5.11"),
             Need::Bpf(BPF_ATOMICS, "5.12"),
             Need::Bpf(BPF_LOOP, "5.17"),
             Need::Bpf(BPF_RINGBUF, "5.8"),
         ];
+        const THREAD: &[Need] = &[Need::Bpf(BPF_TASK_STORAGE, "5.11")];
         match self {
             Feature::BlockCore | Feature::Uring | Feature::UringAsync | Feature::Stacked => CORE,
-            // Per-thread state: task storage (5.11+).
-            Feature::Syscalls | Feature::ContextSwitches | Feature::RunQueue => &[Need::Bpf(BPF_TASK_STORAGE, "5.11")],
+            Feature::Syscalls
+            | Feature::ContextSwitches
+            | Feature::RunQueue
+            | Feature::PageCacheExtras
+            | Feature::DirtyThrottle => THREAD,
             // The dirtied file's name through its dentry: d_u.d_alias before 7.x, d_alias in a
             // union since (core_fixes.bpf.h #16); either layout works.
             Feature::Writeback => &[Need::Btf(&["dentry.d_u", "dentry.d_alias"])],
@@ -651,9 +658,7 @@ impl fmt::Display for Feature {
 /// Why a need is not met on this kernel (None: met).
 fn unmet(need: &Need, k: &KernelFacts) -> Option<String> {
     match *need {
-        Need::Bpf(what, since) => {
-            (!k.bpf.contains(what)).then(|| format!("the verifier here has no {what} ({since}+)"))
-        }
+        Need::Bpf(what, since) => (!k.bpf.contains(what)).then(|| format!("no {what} ({since}+) in this kernel's BPF")),
         Need::Btf(any) => {
             (!any.iter().any(|f| k.btf.contains(*f))).then(|| format!("kernel BTF has none of {}", any.join(", ")))
         }
@@ -720,8 +725,9 @@ pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
     let mut hooks = Vec::new();
     let mut off: BTreeMap<Feature, String> = BTreeMap::new();
     for f in Feature::ALL {
-        if let Some(why) = f.needs().iter().find_map(|n| unmet(n, k)) {
-            off.insert(f, why);
+        let unmet: Vec<String> = f.needs().iter().filter_map(|n| unmet(n, k)).collect();
+        if !unmet.is_empty() {
+            off.insert(f, unmet.join("; "));
         }
     }
     for h in HOOKS {
@@ -844,12 +850,6 @@ impl Plan {
             .map(|h| h.feature)
     }
 
-    /// What the programs of `obj` need of the maps: task storage where a loaded program uses the
-    /// per-thread state.
-    pub fn needs_task_storage(&self) -> bool {
-        [Feature::Syscalls, Feature::ContextSwitches, Feature::RunQueue].iter().any(|f| self.is_on(*f))
-    }
-
     /// The features that are off on this kernel, each with its reason, for reports.
     pub fn off(&self) -> Vec<(&'static str, String)> {
         self.features
@@ -858,6 +858,71 @@ impl Plan {
             .map(|s| (s.title, s.why.clone().unwrap_or_default()))
             .collect()
     }
+}
+
+/// What a feature needs, in words: its tracepoints and the kernel facts of `Feature::needs`.
+pub fn needs_text(f: Feature) -> String {
+    let mut parts: Vec<String> = HOOKS
+        .iter()
+        .filter(|h| h.feature == f)
+        .map(|h| match h.variants.len() {
+            0 => h.name.to_owned(),
+            _ => format!("{}:{}", h.group, h.variants.iter().map(|v| v.tracepoint).collect::<Vec<_>>().join("|")),
+        })
+        .collect();
+    parts.dedup();
+    for n in f.needs() {
+        parts.push(match n {
+            Need::Bpf(what, since) => format!("{} ({since}+)", what.split(' ').nth(1).unwrap_or(what)),
+            Need::Btf(any) => format!("BTF {}", any.join(" or ")),
+            Need::ModuleBtf => "module BTF".into(),
+        });
+    }
+    parts.join(", ")
+}
+
+/// The README's kernel table: each feature of the default trace on each recorded kernel, from
+/// the same plan doctor and the session use (`kernels`: (label, facts)). Pure.
+pub fn kernel_table(kernels: &[(String, KernelFacts)]) -> String {
+    let plans: Vec<Plan> = kernels.iter().map(|(_, k)| plan(k, &Options::default())).collect();
+    // A cell says yes, or no and the first reason in short.
+    let short = |why: &str| {
+        let first = why.split("; ").count();
+        let why = why
+            .replace(" in this kernel's BPF", "")
+            .replace("tracepoint ", "")
+            .replace(" is not on this kernel", " absent");
+        if first > 1 {
+            format!("no: {} (and {} more)", why.split("; ").next().unwrap_or(""), first - 1)
+        } else {
+            format!("no: {why}")
+        }
+    };
+    let mut out = format!(
+        "| feature | needs | {} |\n|---|---|{}\n",
+        kernels.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join(" | "),
+        "---|".repeat(kernels.len())
+    );
+    for f in Feature::ALL {
+        let cells: Vec<String> = plans
+            .iter()
+            .map(|p| {
+                let s = p.state(f);
+                match (s.on, s.unused, &s.why) {
+                    _ if f != Feature::BlockCore && p.fatal().is_some() => "(no trace)".to_owned(),
+                    (true, _, _) => "yes".to_owned(),
+                    (false, true, _) => "(not in the default trace)".to_owned(),
+                    (false, false, Some(why)) => short(why).replace('|', "/"),
+                    (false, false, None) => "no".to_owned(),
+                }
+            })
+            .collect();
+        if cells.iter().all(|c| c.starts_with("(no")) {
+            continue;
+        }
+        out += &format!("| {} | {} | {} |\n", f.title(), needs_text(f).replace('|', " or "), cells.join(" | "));
+    }
+    out
 }
 
 #[cfg(test)]

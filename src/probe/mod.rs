@@ -203,7 +203,8 @@ mod mirrors {
         counter::C_UPC_BIOS => UpcBios,
         counter::C_UPC_BIO_BYTES => UpcBioBytes,
         counter::C_UPC_BYTES => UpcBytes,
-        counter::C_TOP_FULL => TopFull
+        counter::C_TOP_FULL => TopFull,
+        counter::C_USER_UNREADABLE => UserUnreadable
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

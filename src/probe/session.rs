@@ -142,13 +142,12 @@ pub enum PageCacheMode {
 }
 
 /// Opens the phases object in `store` and sets everything but autoload: the rodata (the options,
-/// the kernel functions that tell who owns a bio) and map sizes. Task storage is not created
-/// where the kernel has none (5.11+): the programs that use it are then off in the plan.
+/// the kernel functions that tell who owns a bio) and map sizes.
 pub(crate) fn open_phases<'obj>(
     store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     opts: &TraceOpts,
     ksyms: &std::collections::HashMap<String, u64>,
-    plan: &super::hooks::Plan,
+    _plan: &super::hooks::Plan,
 ) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
     use super::hooks::{symbol_name, OWNER_SYMBOLS, STACK_SYMBOLS};
     let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
@@ -182,9 +181,6 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_raid1_read_end_io = addr(STACK_SYMBOLS, "raid1_read_end_io");
         ro.targ_raid1_write_end_io = addr(STACK_SYMBOLS, "raid1_write_end_io");
         ro.targ_md_clone_end_io = addr(STACK_SYMBOLS, "md_clone_end_io");
-    }
-    if !plan.needs_task_storage() {
-        p_open.maps.task_ctxs.set_autocreate(false).context("task_ctxs")?;
     }
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;

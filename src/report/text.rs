@@ -506,6 +506,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         l.dropped,
         l.recursion_misses
     )?;
+    if l.user_unreadable > 0 {
+        writeln!(w, "  user memory unreadable {} times: iocb or io_event arrays the probes could not read (those requests not followed)", l.user_unreadable)?;
+    }
     if !t.routes.is_empty() {
         let parts: Vec<String> = t
             .routes
