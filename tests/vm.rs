@@ -135,14 +135,23 @@ fn every_boot_finished() {
 fn portability_doctor_and_four_phases() {
     for (kernel, dir) in expect_boots("portability", "portability_doctor_and_four_phases") {
         steps_ok(&dir);
+        if kernel == "5.10" {
+            refused_with_reasons(&dir);
+            continue;
+        }
         let d = json(&dir.join("doctor/doctor.json"));
         assert!(d["kernel"].as_str().unwrap().starts_with(&format!("{kernel}.")), "{kernel}: {}", d["kernel"]);
         assert_eq!(d["tracing_possible"], true, "{kernel}: {}", d["problems"]);
         assert_eq!(d["btf"], true);
         let tp = |n: &str| d["tracepoints"].as_array().unwrap().iter().any(|t| t["name"] == n && t["present"] == true);
-        // The one kernel-compat rename: submit_sqe before 6.4, submit_req after.
-        let submit = if kernel == "6.1" { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" };
-        assert!(tp(submit), "{kernel}: {submit} not found by doctor");
+        // The dry run loaded and attached every program of the default trace.
+        assert!(d["dry_run"].get("Ok").is_some(), "{kernel}: {}", d["dry_run"]);
+        // The kernel-compat rename: submit_sqe before 6.4, submit_req after, one hook either way.
+        let plan = d["trace_plan"].as_array().unwrap();
+        let how = plan.iter().find(|h| h[0] == "io_uring:io_uring_submit_req").unwrap()[1].clone();
+        let want = if kernel == "6.1" { "tp_btf (io_uring_submit_sqe)" } else { "tp_btf" };
+        assert_eq!(how, want, "{kernel}: how doctor attaches io_uring's submit tracepoint");
+        assert!(tp("io_uring:io_uring_submit_req"), "{kernel}: io_uring submit tracepoint not found by doctor");
         assert!(tp("nvme:nvme_setup_cmd") && tp("nvme:nvme_complete_rq"), "{kernel}: nvme tracepoints");
         // fentry and kprobes attach in these guests (they do not on the build machine).
         for kind in ["fentry", "kprobe"] {
@@ -150,10 +159,22 @@ fn portability_doctor_and_four_phases() {
             assert_eq!(a["ok"], true, "{kernel}: {kind}: {a}");
         }
         for (step, btf) in [("uring", true), ("aio", true), ("uring-rawtp", false), ("uring-kprobe", true)] {
+            if step == "aio" && kernel.starts_with("7.") {
+                // Open in #31: on 7.x the syscall routes (aio, sync I/O) are not followed though
+                // their programs run. The report must say so, never show a reconciled table.
+                let r = json(&dir.join("aio/report.json"));
+                let corr = r["correlated_fraction"].as_f64().unwrap();
+                if corr < 0.99 {
+                    let text = std::fs::read_to_string(dir.join("aio/report.txt")).unwrap();
+                    assert!(text.contains("NOT RECONCILED"), "{kernel}: aio {corr} correlated shown as reconciled");
+                    println!("KNOWN GAP (#31): aio on {kernel} correlated {corr:.4}, said NOT RECONCILED");
+                    continue;
+                }
+            }
             check_trace(&kernel, &dir.join(step), btf);
         }
         let u = json(&dir.join("uring/report.json"));
-        let name = if kernel == "6.1" { "io_uring:io_uring_submit_sqe" } else { "io_uring:io_uring_submit_req" };
+        let name = "io_uring:io_uring_submit_req";
         assert_eq!(probe(&u, name).map(|p| p["attached"].clone()), Some(Value::Bool(true)), "{kernel}: {name}");
         // The optional doorbell probe: fexit attaches here; on 6.1 io_uring submits through
         // nvme_queue_rq and the split appears (6.12 batches through nvme_queue_rqs).
@@ -173,8 +194,30 @@ fn portability_doctor_and_four_phases() {
         }
         let a = json(&dir.join("aio/report.json"));
         assert!(a["phases"]["completion_posted"].is_null(), "aio posts inside the device completion");
+        // Features the kernel refused are named in the report with a reason, never silent.
+        for f in u["features_off"].as_array().unwrap() {
+            assert!(!f["why"].as_str().unwrap().is_empty(), "{kernel}: {f}");
+        }
         let refused = std::fs::read_to_string(dir.join("iopoll-refused/output.txt")).unwrap();
         assert!(refused.contains("poll_queues") && refused.contains("EOPNOTSUPP"), "{kernel}: {refused}");
+    }
+}
+
+/// 5.10: its verifier lacks what every phases program uses; doctor and trace say which, and
+/// exit non-zero (they failed on a map before, doctor having said "tracing works here").
+fn refused_with_reasons(dir: &Path) {
+    let d = json(&dir.join("doctor/doctor.json"));
+    assert_eq!(d["tracing_possible"], false, "5.10: {}", d["problems"]);
+    let problems = d["problems"].to_string();
+    for need in ["bpf_loop (5.17+)", "task_storage (5.11+)", "atomics"] {
+        assert!(problems.contains(need), "5.10 doctor: {problems}");
+    }
+    let off = d["features"].as_array().unwrap().iter().find(|f| f["feature"] == "nvme_split").unwrap().clone();
+    assert!(off["why"].as_str().unwrap().contains("no BTF"), "5.10 nvme split: {off}");
+    for step in ["uring", "aio"] {
+        let out = std::fs::read_to_string(dir.join(step).join("output.txt")).unwrap();
+        assert!(out.contains("cannot be traced on this kernel") && out.contains("bpf_loop"), "5.10 {step}: {out}");
+        assert!(!out.contains("task_ctxs"), "5.10 {step}: failed on the map, not the plan: {out}");
     }
 }
 
