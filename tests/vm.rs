@@ -163,19 +163,11 @@ fn portability_doctor_and_four_phases() {
             let a = d["attach"].as_array().unwrap().iter().find(|a| a["kind"] == kind).unwrap();
             assert_eq!(a["ok"], true, "{kernel}: {kind}: {a}");
         }
-        for (step, btf) in [("uring", true), ("aio", true), ("uring-rawtp", false), ("uring-kprobe", true)] {
-            if step == "aio" && kernel.starts_with("7.") {
-                // Open in #31: on 7.x the syscall routes (aio, sync I/O) are not followed though
-                // their programs run. The report must say so, never show a reconciled table.
-                let r = json(&dir.join("aio/report.json"));
-                let corr = r["correlated_fraction"].as_f64().unwrap();
-                if corr < 0.99 {
-                    let text = std::fs::read_to_string(dir.join("aio/report.txt")).unwrap();
-                    assert!(text.contains("NOT RECONCILED"), "{kernel}: aio {corr} correlated shown as reconciled");
-                    println!("KNOWN GAP (#31): aio on {kernel} correlated {corr:.4}, said NOT RECONCILED");
-                    continue;
-                }
-            }
+        // aio and psync start in sys_enter with per-thread task storage: on 7.x that storage
+        // was never created (a 20.9 KiB value, over kmalloc_nolock's 8 KiB) and both were 0%.
+        for (step, btf) in
+            [("uring", true), ("aio", true), ("psync", true), ("uring-rawtp", false), ("uring-kprobe", true)]
+        {
             check_trace(&kernel, &dir.join(step), btf);
         }
         let u = json(&dir.join("uring/report.json"));

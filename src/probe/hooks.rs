@@ -183,7 +183,7 @@ pub const TRACEPOINT_GROUPS: &[&str] = &[
 pub struct Symbol {
     /// The rodata it fills (bpf/phases.bpf.c targ_*), or what it is for.
     pub role: &'static str,
-    /// Newest first: the first found is used.
+    /// In order of preference: the first found is used (a kernel may have both names).
     pub names: &'static [&'static str],
 }
 
@@ -191,8 +191,10 @@ pub const OWNER_SYMBOLS: &[Symbol] = &[
     Symbol { role: "iomap_end_io", names: &["iomap_dio_bio_end_io"] },
     Symbol { role: "blkdev_end_io", names: &["blkdev_bio_end_io"] },
     Symbol { role: "blkdev_end_io_async", names: &["blkdev_bio_end_io_async"] },
-    // Renamed by 7.2 (core_fixes.bpf.h #17).
-    Symbol { role: "bio_wait_end_io", names: &["bio_wait_end_io", "submit_bio_wait_endio"] },
+    // Renamed by 7.2 (core_fixes.bpf.h #17). The old name first: 6.18 has both, and there its
+    // bio_wait_end_io is another function (dd's direct reads of a loop device: 6000 of 6000 bios
+    // untagged with the new name picked).
+    Symbol { role: "bio_wait_end_io", names: &["submit_bio_wait_endio", "bio_wait_end_io"] },
     Symbol { role: "chain_end_io", names: &["bio_chain_endio"] },
     Symbol { role: "aio_complete", names: &["aio_complete_rw"] },
 ];

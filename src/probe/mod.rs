@@ -1,6 +1,7 @@
 //! The only users of libbpf-rs: the generated skeletons, what this kernel can attach
 //! (`features`), and (later) the tracing session.
 
+mod collect;
 pub mod expire;
 pub mod facts;
 pub mod features;

@@ -2,16 +2,14 @@
 //! -> run the workload -> disable -> read the maps -> detach. The workload runs inside `trace`'s
 //! closure, so links cannot outlive it and nothing stays attached after an error.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags};
 
+use super::collect::Collectors;
 use super::counts_skel::CountsSkelBuilder;
 use super::hooks::{Feature, Obj};
 use super::load::{attach_per_plan, load_per_plan, Attached, MAX_LOADS};
@@ -66,9 +64,6 @@ pub struct TraceOpts {
     /// With `events`: every interrupt on `irqs` as a time stamp too (a timeline: --perfetto).
     pub irq_stamps: bool,
 }
-
-/// Interrupt stamps kept in memory at most (16 bytes each: 64 MiB); later ones are counted.
-const MAX_IRQ_STAMPS: usize = 4 << 20;
 
 /// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
 #[derive(Clone, Debug)]
@@ -227,11 +222,12 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
     trace_live(opts, |_| workload())
 }
 
-/// `trace`, the workload given the maps it may read while it runs (`iopath top`).
-pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
+/// This kernel's plan for these options, or why it cannot trace at all. tracefs stays mounted
+/// while the returned guard lives.
+fn plan_for(opts: &TraceOpts) -> Result<(Tracefs, super::hooks::Plan)> {
     let tfs = Tracefs::ensure()?;
     let facts = super::facts::KernelFacts::gather_with(Some(&tfs), true);
-    let mut plan = super::hooks::plan(&facts, &opts.hook_options());
+    let plan = super::hooks::plan(&facts, &opts.hook_options());
     if let Some(why) = plan.fatal() {
         bail!("{why}. Run 'iopath doctor' to see what this kernel supports");
     }
@@ -242,13 +238,16 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             plan.state(Feature::PageCacheCount).why.clone().unwrap_or_default()
         );
     }
-    let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
-    let mut p_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut c_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut phases =
-        load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| open_phases(s, opts, &ksyms, plan))?;
-    let mut counts =
-        load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| open_counts(s, opts, plan))?;
+    Ok((tfs, plan))
+}
+
+/// What the probes must know before they run: iopath's own threads, the traced process tree,
+/// the target disk's interrupt vectors.
+fn seed_maps(
+    phases: &super::phases_skel::PhasesSkel<'_>,
+    counts: &super::counts_skel::CountsSkel<'_>,
+    opts: &TraceOpts,
+) -> Result<()> {
     for tid in &opts.exclude_tids {
         phases
             .maps
@@ -266,6 +265,41 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     for irq in &opts.irqs {
         counts.maps.irq_filter.update(&irq.to_ne_bytes(), &[1u8], MapFlags::ANY).context("filling the IRQ filter")?;
     }
+    Ok(())
+}
+
+/// Each attached program's run count and time (with --prog-stats) and recursion misses.
+fn fill_prog_stats(probes: &mut [ProbeStatus]) {
+    for p in probes.iter_mut().filter(|p| p.attached) {
+        if let Some(info) = prog_info(p.prog_fd) {
+            p.recursion_misses = info.recursion_misses;
+            p.run_cnt = info.run_cnt;
+            p.run_time_ns = info.run_time_ns;
+        }
+    }
+}
+
+/// The dirtiers' cgroups by path, while the directories exist.
+fn name_cgroups(files: &mut [crate::model::RawWbFile]) {
+    let roots = crate::sysconf::SysRoots::live();
+    let mut paths = std::collections::HashMap::new();
+    for f in files.iter_mut().filter(|f| f.cgroup_id != 0) {
+        f.cgroup =
+            paths.entry(f.cgroup_id).or_insert_with(|| crate::sysconf::cgroup_path_of_id(&roots, f.cgroup_id)).clone();
+    }
+}
+
+/// `trace`, the workload given the maps it may read while it runs (`iopath top`).
+pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
+    let (_tfs, mut plan) = plan_for(opts)?;
+    let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
+    let mut p_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut c_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut phases =
+        load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| open_phases(s, opts, &ksyms, plan))?;
+    let mut counts =
+        load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| open_counts(s, opts, plan))?;
+    seed_maps(&phases, &counts, opts)?;
     let Attached { links, mut probes } =
         attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
     let features_off: Vec<crate::model::FeatureOff> = plan
@@ -307,201 +341,36 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
             unsafe { std::ptr::write_volatile(*p, on) };
         }
     };
-    let received = AtomicU64::new(0);
-    // --events-out: the file, the records written to it and the first write error.
-    let sink: std::sync::Mutex<Option<BufWriter<File>>> = std::sync::Mutex::new(None);
-    let kept = AtomicU64::new(0);
-    let sink_err: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-    let irq_stamps: std::sync::Mutex<(Vec<crate::model::IrqStamp>, u64)> = std::sync::Mutex::new((Vec::new(), 0));
-    let stop_poll = AtomicBool::new(false);
-    let mut result = None;
-    let mut maps = Vec::new();
-    let mut vmstat = None;
-    let mut raw_series = None;
-    std::thread::scope(|s| -> Result<()> {
-        // User stacks are symbolized after the run, when a traced process may be gone: keep its
-        // executable mappings as it runs.
-        let mapper = sampler.is_some().then(|| {
-            let (tgid, tree, stop, traced) = (opts.tgid, !opts.tree.is_empty(), &stop_poll, &traced_tgids);
-            let (tx, rx) = std::sync::mpsc::channel();
-            let h = s.spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let _ = tx.send(unsafe { libc::gettid() } as u32);
-                let roots = crate::sysconf::SysRoots::live();
-                let mut seen: std::collections::BTreeMap<u32, Vec<crate::model::ExecMapping>> = Default::default();
-                loop {
-                    let done = stop.load(Ordering::Relaxed);
-                    let tgids: Vec<u32> = if tree {
-                        traced.keys().map(|k| u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]))).collect()
-                    } else {
-                        vec![tgid]
-                    };
-                    for t in tgids.into_iter().filter(|&t| t != 0) {
-                        if let Some(m) = crate::sysconf::exec_mappings(&roots, t) {
-                            let known = seen.entry(t).or_default();
-                            for x in m {
-                                if !known.contains(&x) {
-                                    known.push(x);
-                                }
-                            }
-                        }
-                    }
-                    if done {
-                        return seen.into_iter().collect::<Vec<_>>();
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                }
-            });
-            (h, rx.recv())
-        });
-        let mapper = match mapper {
-            Some((h, Ok(tid))) => {
-                // Its own reads of /proc are not the workload.
-                phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-                Some(h)
-            }
-            Some((h, Err(_))) => Some(h),
-            None => None,
-        };
-        let poller = if opts.events {
-            if let Some(p) = &opts.events_out {
-                let mut f = BufWriter::with_capacity(
-                    1 << 20,
-                    File::create(p).with_context(|| format!("creating {}", p.display()))?,
-                );
-                crate::events::write_header(&mut f).with_context(|| format!("writing {}", p.display()))?;
-                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
-            }
-            let (received, sink, kept, sink_err) = (&received, &sink, &kept, &sink_err);
-            let mut b = RingBufferBuilder::new();
-            b.add(&phases.maps.events, move |data: &[u8]| {
-                received.fetch_add(1, Ordering::Relaxed);
-                if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                    // A full disk must not stop the trace: the first error and what was kept are
-                    // reported.
-                    match f.write_all(data) {
-                        Ok(()) => {
-                            kept.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
-                        }
-                    }
-                }
-                0
-            })?;
-            if opts.irq_stamps {
-                let stamps = &irq_stamps;
-                b.add(&counts.maps.irq_stamps, move |data: &[u8]| {
-                    let mut st = stamps.lock().unwrap_or_else(|e| e.into_inner());
-                    if st.0.len() >= MAX_IRQ_STAMPS {
-                        st.1 += 1;
-                    } else if let Some(x) = crate::model::IrqStamp::parse(data) {
-                        st.0.push(x);
-                    }
-                    0
-                })?;
-            }
-            let rb = b.build()?;
-            let (tx, rx) = std::sync::mpsc::channel();
-            let stop = &stop_poll;
-            let h = s.spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let _ = tx.send(unsafe { libc::gettid() } as u32);
-                // Records come without wakeups (BPF_RB_NO_WAKEUP), so epoll never reports the ring
-                // ready and poll() would drain nothing: consume on a 20 ms timer instead.
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    let _ = rb.consume();
-                }
-                let _ = rb.consume();
-            });
-            let tid: u32 = rx.recv().context("starting the events poller")?;
-            phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-            Some(h)
-        } else {
-            None
-        };
-        let posted = match opts.clock_slots {
-            0 => None,
-            n => Some(SlotClockMap::map(phases.maps.slot_clock.as_fd().as_raw_fd(), n)?),
-        };
-        let vm_stop = &stop_poll;
-        let (vm_tx, vm_rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let vm = s.spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            let _ = vm_tx.send(unsafe { libc::gettid() } as u32);
-            // Not one read before the thread is excluded: the probes look it up once.
-            go_rx.recv().ok()?;
-            super::vmstat::sample(vm_stop)
-        });
-        // Its reads of /proc/vmstat are iopath's, not the workload's (the generator runs in
-        // this process: 89 extra "buffered reads" in a 16384-read job before this).
-        let vm_tid: u32 = vm_rx.recv().context("starting the vmstat sampler")?;
-        phases.maps.excluded_tids.update(&vm_tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-        let series_fds = super::series::Fds {
+    let posted = match opts.clock_slots {
+        0 => None,
+        n => Some(SlotClockMap::map(phases.maps.slot_clock.as_fd().as_raw_fd(), n)?),
+    };
+    let collectors = Collectors {
+        opts,
+        sampling: sampler.is_some(),
+        traced_tgids: &traced_tgids,
+        excluded_tids: &phases.maps.excluded_tids,
+        events: &phases.maps.events,
+        irq_stamps: &counts.maps.irq_stamps,
+        series_fds: super::series::Fds {
             hists: phases.maps.hists.as_fd().as_raw_fd(),
             phase_counters: phases.maps.counters.as_fd().as_raw_fd(),
             count_counters: counts.maps.counters.as_fd().as_raw_fd(),
             routes: phases.maps.routes.as_fd().as_raw_fd(),
-        };
-        let series = match opts.series {
-            Some((interval, start)) => {
-                let (tx, rx) = std::sync::mpsc::channel();
-                let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-                let h = s.spawn(move || {
-                    // SAFETY: gettid has no preconditions.
-                    let _ = tx.send(unsafe { libc::gettid() } as u32);
-                    go_rx.recv().ok()?;
-                    super::series::sample(series_fds, interval, start, vm_stop)
-                });
-                // Its switches are iopath's, not the generator's (same process).
-                let tid: u32 = rx.recv().context("starting the time-series sampler")?;
-                phases.maps.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-                Some((h, go_tx))
-            }
-            None => None,
-        };
-        let _ = go_tx.send(());
-        // Counting starts only once every link exists, so attach order cannot skew the numbers.
-        set_enabled(1);
-        let series = series.map(|(h, go)| {
-            let _ = go.send(());
-            h
-        });
-        result = Some(workload(LiveMaps {
-            top: phases.maps.top.as_fd().as_raw_fd(),
-            phase_counters: series_fds.phase_counters,
-            count_counters: series_fds.count_counters,
-            hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
-            ios: phases.maps.ios.as_fd().as_raw_fd(),
-            links: phases.maps.links.as_fd().as_raw_fd(),
-        }));
-        set_enabled(0);
-        drop(posted);
-        stop_poll.store(true, Ordering::Relaxed);
-        vmstat = vm.join().map_err(|_| anyhow!("the vmstat sampler panicked"))?;
-        if let Some(h) = series {
-            raw_series = h.join().map_err(|_| anyhow!("the time-series sampler panicked"))?;
-        }
-        if let Some(h) = poller {
-            h.join().map_err(|_| anyhow!("the events poller panicked"))?;
-        }
-        if let Some(h) = mapper {
-            maps = h.join().map_err(|_| anyhow!("the mappings reader panicked"))?;
-        }
-        Ok(())
-    })?;
-    let result = result.ok_or_else(|| anyhow!("the workload did not run"))?;
+        },
+    };
+    let live = LiveMaps {
+        top: phases.maps.top.as_fd().as_raw_fd(),
+        phase_counters: collectors.series_fds.phase_counters,
+        count_counters: collectors.series_fds.count_counters,
+        hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
+        ios: phases.maps.ios.as_fd().as_raw_fd(),
+        links: phases.maps.links.as_fd().as_raw_fd(),
+    };
+    let (result, got) = collectors.run(set_enabled, || workload(live))?;
+    drop(posted);
 
-    for p in probes.iter_mut().filter(|p| p.attached) {
-        if let Some(info) = prog_info(p.prog_fd) {
-            p.recursion_misses = info.recursion_misses;
-            p.run_cnt = info.run_cnt;
-            p.run_time_ns = info.run_time_ns;
-        }
-    }
+    fill_prog_stats(&mut probes);
     if stats_fd >= 0 {
         // SAFETY: closing the fd bpf_enable_stats returned.
         unsafe { libc::close(stats_fd) };
@@ -509,31 +378,8 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
     raw.features_off = features_off;
-    raw.vmstat = vmstat;
-    raw.series = raw_series;
-    // The dirtiers' cgroups by path, while the directories exist.
-    let roots = crate::sysconf::SysRoots::live();
-    let mut paths = std::collections::HashMap::new();
-    for f in raw.writeback.iter_mut().filter(|f| f.cgroup_id != 0) {
-        f.cgroup =
-            paths.entry(f.cgroup_id).or_insert_with(|| crate::sysconf::cgroup_path_of_id(&roots, f.cgroup_id)).clone();
-    }
-    raw.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
-    (raw.irq_stamps, raw.irq_stamps_dropped) = irq_stamps.into_inner().unwrap_or_else(|e| e.into_inner());
-    if let (Some(p), Some(mut f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
-        let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = f.flush() {
-            err.get_or_insert(e.to_string());
-        }
-        raw.events_file_error = err.map(|e| {
-            format!(
-                "writing {}: {e}: it holds {} of the {} records received (a buffered tail may be missing too)",
-                p.display(),
-                kept.load(Ordering::Relaxed),
-                received.load(Ordering::Relaxed)
-            )
-        });
-    }
+    name_cgroups(&mut raw.writeback);
+    let maps = got.into_raw(&mut raw);
     if let Some(b) = phases.maps.bss_data.as_deref() {
         raw.active_ns = b.last_reap_ts.saturating_sub(b.first_submit_ts);
     }
