@@ -111,7 +111,8 @@ struct task_ctx {
 	 * (bpf_local_storage_map lost its bpf_mem_alloc in their BTF). */
 };
 
-_Static_assert(sizeof(struct task_ctx) <= 4096, "task storage values must stay small (kmalloc_nolock)");
+_Static_assert(sizeof(struct task_ctx) <= 4096,
+	       "task storage values must stay small (kmalloc_nolock)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
