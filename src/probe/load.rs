@@ -37,15 +37,14 @@ pub fn load_per_plan<'obj, O: OpenSkel<'obj>>(
     let tries = stores.len();
     for store in stores.iter_mut() {
         let mut o = open(store, plan)?;
-        let wanted: Vec<&str> = plan.programs(obj).into_iter().map(|(_, p, _)| p).collect();
+        // Each program to load, and the tracepoint name to attach it to on this kernel.
         let targets: HashMap<&str, String> = plan.programs(obj).into_iter().map(|(_, p, t)| (p, t)).collect();
         for mut p in o.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
-            let load = wanted.contains(&name.as_str());
-            p.set_autoload(load);
+            let target = targets.get(name.as_str());
+            p.set_autoload(target.is_some());
             // A typed program serving a renamed tracepoint (dma_map_page for dma_map_phys).
-            if load && p.section().to_string_lossy().starts_with("tp_btf/") {
-                let target = &targets[name.as_str()];
+            if let Some(target) = target.filter(|_| p.section().to_string_lossy().starts_with("tp_btf/")) {
                 if !p.section().to_string_lossy().ends_with(&format!("/{target}")) {
                     p.set_attach_target(0, Some(target.clone()))
                         .with_context(|| format!("{name}: attach target {target}"))?;
