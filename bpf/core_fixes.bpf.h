@@ -67,6 +67,7 @@ static __always_inline __u64 io_req_user_data(struct io_kiocb *req)
 	return BPF_CORE_READ((struct io_kiocb___old *)req, user_data);
 }
 
+#define PF_EXITING 0x00000004
 #define PF_IO_WORKER 0x00000010
 #define PF_WQ_WORKER 0x00000020
 

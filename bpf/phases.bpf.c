@@ -73,7 +73,8 @@ struct task_ctx {
 	__u32 aio_disc;	  /* the kioctx of the call ... */
 	__u64 aio_ctx_id; /* ... and its aio_context_t: the last one looked up, kept */
 	__u32 in_submit;  /* inside io_uring_enter / io_submit */
-	__u32 nposted;
+	__u32 sqes;	  /* SQEs the current io_uring_enter submitted */
+	__u64 ring;	  /* the io_ring_ctx it last entered or submitted to (cq_ring.bpf.h) */
 	__u32 in_sys; /* inside a traced I/O syscall */
 	/* excluded_tids, looked up once per thread: 1 traced, 2 one of iopath's own (its vmstat
 	 * sampler reads /proc/vmstat from the generator's process: 89 "buffered reads" a run). */
@@ -104,10 +105,10 @@ struct task_ctx {
 	__u64 throttled_ns;  /* in balance_dirty_pages pauses */
 	__u64 preempt_ts;    /* preempted outside a syscall at this time */
 	__u64 wake_ts;	     /* woken up at this time, not yet running */
-	/* Posted, not yet reaped: nposted records, kept in the ios table under posted_key(tid, n).
-	 * Not here: 256 records made this 20.9 KiB, and from 6.19 on task storage is allocated
-	 * with kmalloc_nolock, which serves 8 KiB at most: bpf_task_storage_get(F_CREATE) returned
-	 * NULL for every thread on Debian's 7.2 and 7.3, and no syscall route was followed there
+	/* Posted, not yet taken CQEs wait in the ios table, per ring (cq_ring.bpf.h). Not here:
+	 * 256 records made this 20.9 KiB, and from 6.19 on task storage is allocated with
+	 * kmalloc_nolock, which serves 8 KiB at most: bpf_task_storage_get(F_CREATE) returned NULL
+	 * for every thread on Debian's 7.2 and 7.3, and no syscall route was followed there
 	 * (bpf_local_storage_map lost its bpf_mem_alloc in their BTF). */
 };
 
@@ -374,6 +375,8 @@ static __always_inline bool uring_rw_opcode(__u8 op)
 	return op == 1 || op == 2 || op == 4 || op == 5 || op == 22 || op == 23;
 }
 
+#include "cq_ring.bpf.h"
+
 /* A request is submitted: from io_uring_enter by the application, or by its SQ thread. */
 static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 {
@@ -397,12 +400,24 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	/* --lean: no syscall hook set in_submit. */
 	t = targ_lean ? NULL : task_ctx(false);
 	if (cur->flags & PF_IO_WORKER) {
-		/* The SQ thread (io-wq workers issue, they do not submit SQEs). */
+		/* The SQ thread (io-wq workers issue, they do not submit SQEs). An SQPOLL application
+		 * may never enter the kernel (fio spins on its CQ ring): the SQ thread picking up its
+		 * next SQE is the look that finds the CQEs it took before writing it (fio at QD1:
+		 * the bound was 37 us wide with posting as the only look, the whole latency). */
 		mode |= RF_SQPOLL;
-		if (targ_app_stamp)
+		if (targ_app_stamp) {
 			start = uring_stamp(req, now);
+		} else {
+			__u64 written = sq_written((__u64)BPF_CORE_READ(req, ctx), now);
+
+			if (written)
+				start = written;
+		}
 	} else if (t && t->in_submit) {
 		start = t->enter_ts;
+		t->sqes++;
+		/* A probe read: a scalar key, not a BTF pointer (no arithmetic on those). */
+		t->ring = (__u64)BPF_CORE_READ(req, ctx);
 		if (targ_app_stamp) {
 			__u64 queued = uring_stamp(req, now);
 
@@ -435,49 +450,29 @@ static __always_inline int on_queue_async_work(struct io_kiocb *req)
 	return 0;
 }
 
-/* Posted to the CQ ring. The thread posting it reaps it at its next io_uring_enter return, except
- * an io thread's (SQPOLL): the application then reads the CQ ring with no syscall, so the I/O
- * ends here and says so (RF_NO_REAP); so does every request under --lean, which has no syscall
- * hook to see the reap. */
-/* A posted completion waits for its thread's reap under this key: the thread and its place in
- * the thread's batch (disc POSTED_DISC: no I/O's key and disc pair looks like it). */
-#define POSTED_DISC 0xffffffffU
-
-static __always_inline __u64 posted_key(__u32 tid, __u32 n)
-{
-	return ((__u64)tid << 32) | (n + 1);
-}
-
-/* The slot for the n-th completion posted to thread tid, claimed (a leftover there, from a
- * thread that never reaped, is reused: counted as expired). NULL when the table is full. */
-static __always_inline struct io_slot *posted_slot(__u32 tid, __u32 n)
-{
-	bool existed;
-	struct io_slot *p = ios_claim(posted_key(tid, n), POSTED_DISC, &existed);
-
-	if (!p)
-		return NULL;
-	if (existed)
-		count(C_EXPIRED_DONE, 1);
-	p->disc = POSTED_DISC;
-	return p;
-}
-
+/* Posted to the CQ ring. The record waits there until a look at the ring's head finds it taken
+ * (cq_ring.bpf.h), whoever posted it: the submitting thread's task work, an io-wq worker, an SQ
+ * thread. The bundled generator's own SQPOLL ring and every request under --lean instead end at
+ * posting (RF_NO_REAP): the generator times its own take from the ring (slot_clock). */
 static __always_inline int on_uring_complete(struct io_kiocb *req)
 {
+	/* The ring: a probe read, a scalar (the tracepoint's BTF pointer allows no key arithmetic). */
+	__u64 ring = (__u64)BPF_CORE_READ(req, ctx);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *cur;
 	struct task_ctx *t;
-	struct io_slot *s, *p;
+	struct io_slot *s;
 	__u64 now;
-	__u32 n;
 
 	if (!traced(tgid))
 		return 0;
-	s = ios_find((__u64)req, 0);
-	if (!s)
-		return 0;
 	now = bpf_ktime_get_ns();
+	s = ios_find((__u64)req, 0);
+	if (!s) {
+		/* Not a followed I/O's CQE, yet a look: the head bounds the others. */
+		ring_look(ring, now);
+		return 0;
+	}
 	s->r.posted_ts = now;
 	/* No bio of its own: a read or write of a buffered file served by the page cache (its
 	 * readahead, if any, serves the cache, not this request). Inline when posted inside the
@@ -495,7 +490,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 			s->r.mode |= RF_INLINE;
 	}
 	cur = bpf_get_current_task_btf();
-	if (targ_lean || (cur->flags & PF_IO_WORKER)) {
+	if (targ_lean || (targ_app_stamp && (cur->flags & PF_IO_WORKER))) {
 		s->r.mode |= RF_NO_REAP;
 		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
@@ -508,66 +503,29 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		return 0;
 	}
 	io_route_subphases(s);
-	t = task_ctx(true);
-	if (t) {
-		n = t->nposted;
-		p = n < REAP_MAX ? posted_slot((__u32)bpf_get_current_pid_tgid(), n) : NULL;
-		if (p) {
-			p->r = s->r;
-			t->nposted = n + 1;
-		} else {
-			count(C_REAP_OVERFLOW, 1);
-		}
-	}
+	ring_look(ring, now);
+	if (!ring_park(ring, s))
+		count(C_REAP_OVERFLOW, 1);
 	slot_release(&s->key);
 	return 0;
 }
 
-struct reap_ctx {
-	struct task_ctx *t;
-	__u64 now;
-	__u32 tid;
-};
-
-static long reap_one(__u64 i, struct reap_ctx *c)
-{
-	struct io_slot *p;
-
-	if (i >= REAP_MAX)
-		return 1;
-	p = ios_find(posted_key(c->tid, i), POSTED_DISC);
-	if (!p)
-		return 0;
-	p->r.reap_ts = c->now;
-	c->t->closed += io_close(&p->r, false);
-	slot_release(&p->key);
-	return 0;
-}
-
-/* io_uring_enter returns: what was posted to this thread since its last return is reaped now.
- * bpf_loop keeps the verifier's work independent of REAP_MAX. */
+/* io_uring_enter returns: a look at the ring (what this call posted is in the ring now, not yet
+ * taken), and the batch it submitted. */
 static __always_inline int on_uring_exit(void)
 {
 	struct task_ctx *t = task_ctx(false);
-	struct reap_ctx c;
-	__u32 n;
 
 	if (!t)
 		return 0;
 	t->in_submit = 0;
 	t->in_sys = 0;
-	n = t->nposted;
-	if (n > REAP_MAX)
-		n = REAP_MAX;
-	if (n) {
-		c.t = t;
-		c.now = bpf_ktime_get_ns();
-		c.tid = (__u32)bpf_get_current_pid_tgid();
-		t->closed = 0;
-		bpf_loop(n, reap_one, &c, 0);
-		record_reap_batch(c.now, t->closed);
+	if (t->sqes) {
+		count(C_URING_ENTERS, 1);
+		count(C_URING_SQES, t->sqes);
+		t->sqes = 0;
 	}
-	t->nposted = 0;
+	ring_look(t->ring, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -1049,6 +1007,15 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	switch (id) {
 	case NR_IO_URING_ENTER:
 		t->in_submit = 1;
+		t->sqes = 0;
+		/* (fd, to_submit, min_complete, flags, ...): a registered ring's fd is an index. */
+		if (!(SYS_ARG(regs, r10, btf) & IORING_ENTER_REGISTERED_RING)) {
+			__u64 ring = ring_of_file(fd_file(SYS_ARG(regs, di, btf), btf));
+
+			if (ring)
+				t->ring = ring;
+		}
+		ring_look(t->ring, t->enter_ts);
 		return 0;
 	case NR_IO_SUBMIT:
 		t->in_submit = 1;
@@ -1507,6 +1474,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		} else if (t && preempt && !t->in_sys) {
 			t->preempt_ts = now;
 		}
+		if (t && t->ring && !(prev->flags & PF_EXITING))
+			ring_look(t->ring, now);
 	}
 	if (traced_thread(next)) {
 		t = bpf_task_storage_get(&task_ctxs, next, 0, 0);
@@ -1534,6 +1503,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			count(C_RUNQ_WAIT_NS, now - t->wake_ts);
 			t->wake_ts = 0;
 		}
+		/* Off the CPU it took nothing from the ring: the bound's start moves up to here. */
+		if (t && t->ring)
+			ring_look(t->ring, now);
 	}
 	return 0;
 }

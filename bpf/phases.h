@@ -121,7 +121,13 @@ enum phase {
 	PH_UPC_KERNEL = 50,
 	PH_UPC_REAP = 51,
 	PH_UPC_ASYNC = 52,
-	NR_PHASES = 53,
+	/* io_uring: the application took the CQE from its ring between two looks at the ring's
+	 * head (cq_ring.bpf.h); the I/O ends at the first, this is the bound's width. */
+	PH_RING = 53,
+	/* SQPOLL: the application wrote the SQE between two looks at the SQ ring's tail; the I/O
+	 * starts at the first (PH_PICKUP runs from there), this is the bound's width. */
+	PH_SQ_RING = 54,
+	NR_PHASES = 55,
 };
 
 /* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
@@ -211,6 +217,10 @@ enum counter {
 		     * processes' keys every refresh) */
 	C_USER_UNREADABLE, /* an application's iocb or io_event array could not be read (aio
 			    * requests then not claimed or not reaped) */
+	/* io_uring's CQ ring (cq_ring.bpf.h) */
+	C_RING_TAKEN, /* I/Os closed when a look found their CQE taken from the ring */
+	C_URING_ENTERS, /* io_uring_enter calls of the traced threads that submitted SQEs ... */
+	C_URING_SQES,	/* ... and the SQEs they submitted (the application's batching) */
 	NR_COUNTERS,
 };
 
@@ -359,6 +369,8 @@ struct io_slot {
 	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
 	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
 	struct io_record r;
+	__u32 cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
+	__u32 pad;
 };
 
 /*

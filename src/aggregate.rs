@@ -78,6 +78,31 @@ pub struct Phases {
     /// application's latency while traced, a part of `phase_sum_mean_ns` of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracer_reap: Option<PhaseStats>,
+    /// io_uring: when the application took each CQE from its ring is bounded by two looks at the
+    /// ring's head (the last that still saw it, the first that found it taken); the I/O ends at
+    /// the first (`completion_reap` runs to it). This is the bound's width: how much later the
+    /// application may have taken it, the uncertainty of `completion` and `total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_ring_bound: Option<PhaseStats>,
+    /// SQPOLL without the generator's stamps: when the application wrote each SQE is bounded by
+    /// two looks at the SQ ring's tail; the I/O starts at the first (`sqpoll_pickup` runs from
+    /// it). This is the bound's width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sq_ring_bound: Option<PhaseStats>,
+}
+
+/// io_uring's two rings as the traced application used them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UringRings {
+    /// I/Os whose CQE a look at the ring's head found taken: their end is bounded, not timed
+    /// (`phases.cq_ring_bound`).
+    pub cqes_bounded: u64,
+    /// io_uring_enter calls that submitted SQEs, and the SQEs they submitted: the batching the
+    /// application did (fio's iodepth_batch_submit, liburing's io_uring_submit after several
+    /// io_uring_get_sqe).
+    pub submitting_enters: u64,
+    pub sqes_submitted: u64,
+    pub sqes_per_enter: f64,
 }
 
 /// I/Os that took one route (or had one property: throttled, split, hipri).
@@ -201,6 +226,10 @@ pub struct TraceSummary {
     /// of `phase_sum_mean_ns` of its own when present (`completion` then ends at posting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reap_from_ring: Option<PhaseStats>,
+    /// io_uring: the CQEs whose take from the ring was bounded, and the application's submit
+    /// batching (None when no io_uring I/O was followed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring_rings: Option<UringRings>,
     /// `--lean`: no syscall, scheduler or softirq hook: the application's time runs until io_uring
     /// took the SQE, every reap is timed by the generator, and the softirq counts, softirq time
     /// and run-queue waits are unknown (context switches come from getrusage).
@@ -712,6 +741,8 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         stacked_up: opt(Phase::StackUp),
         app_before_submit: opt(Phase::AppSubmit),
         tracer_reap: opt(Phase::TracerReap),
+        cq_ring_bound: opt(Phase::Ring),
+        sq_ring_bound: opt(Phase::SqRing),
     };
     // Recorded for the I/Os a syscall reaped (not those SQPOLL's application takes from the CQ
     // ring): its share of the mean over every I/O followed.
@@ -811,6 +842,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         no_block_io: raw.counter(Counter::NoBlockIo),
         reap_not_seen: raw.counter(Counter::NoReap),
         reap_from_ring: None,
+        uring_rings: uring_rings(raw),
         lean: raw.lean,
         app_ios: ios,
         unlinked: raw.counter(Counter::Unlinked),
@@ -821,6 +853,17 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         uring_cached,
         reconciliation: None,
     }
+}
+
+fn uring_rings(raw: &RawTrace) -> Option<UringRings> {
+    let (bounded, enters, sqes) =
+        (raw.counter(Counter::RingTaken), raw.counter(Counter::UringEnters), raw.counter(Counter::UringSqes));
+    (bounded + enters > 0).then(|| UringRings {
+        cqes_bounded: bounded,
+        submitting_enters: enters,
+        sqes_submitted: sqes,
+        sqes_per_enter: if enters == 0 { 0.0 } else { sqes as f64 / enters as f64 },
+    })
 }
 
 fn routes(raw: &RawTrace, followed: u64) -> Vec<Route> {

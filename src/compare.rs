@@ -29,6 +29,15 @@ pub struct Stat {
     pub mean: f64,
     pub p50: f64,
     pub p99: f64,
+    /// The mean width of the bound on the phase's end or start where it is bounded, not timed
+    /// (io_uring's CQ and SQ rings: `cq_ring_bound`, `sq_ring_bound`): a change within it is
+    /// noise like any other.
+    #[serde(skip_serializing_if = "crate::compare::is_zero_f64")]
+    pub bound: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One side of a comparison, read from an iopath report or fio's JSON output.
@@ -59,7 +68,13 @@ pub struct Side {
 
 /// One phase of a report's `phases` object (missing fields read as 0).
 fn stat_of(p: &PhaseStats) -> Stat {
-    Stat { count: p.count, mean: p.mean_ns as f64, p50: p.p50_ns as f64, p99: p.p99_ns as f64 }
+    Stat { count: p.count, mean: p.mean_ns as f64, p50: p.p50_ns as f64, p99: p.p99_ns as f64, bound: 0.0 }
+}
+
+/// `s` with the mean width of a ring bound on it (None: timed, not bounded).
+fn bounded(mut s: Stat, b: &Option<PhaseStats>) -> Stat {
+    s.bound = b.as_ref().map_or(0.0, |b| b.mean_ns as f64);
+    s
 }
 
 /// Reads one side. `folded` is the content of its oncpu.folded, if the caller found one.
@@ -89,17 +104,23 @@ pub fn side_from_json(v: &Value, source: &str, folded: Option<&str>) -> Result<S
 /// One side from a typed report.
 pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Result<Side> {
     let t = r.trace.as_ref();
-    let lat = Stat { count: r.ios, mean: r.lat_ns.mean as f64, p50: r.lat_ns.p50 as f64, p99: r.lat_ns.p99 as f64 };
+    let lat = Stat {
+        count: r.ios,
+        mean: r.lat_ns.mean as f64,
+        p50: r.lat_ns.p50 as f64,
+        p99: r.lat_ns.p99 as f64,
+        bound: 0.0,
+    };
     // The block phases of the I/Os followed to a device; a run the page cache served has none
     // (its time is in the page-cache rows, compared through its own counts below), and four
     // zeros would read as "every phase within noise".
     let phases = t.filter(|t| t.phases.total.count > 0).map(|t| {
         let p = &t.phases;
         vec![
-            ("submission", stat_of(&p.submission)),
+            ("submission", bounded(stat_of(&p.submission), &p.sq_ring_bound)),
             ("block", stat_of(&p.block)),
             ("device", stat_of(&p.device)),
-            ("completion", stat_of(&p.completion)),
+            ("completion", bounded(stat_of(&p.completion), &p.cq_ring_bound)),
         ]
         .into_iter()
         .collect()
@@ -246,6 +267,7 @@ fn fio_side(v: &Value, source: &str) -> Result<Side> {
             mean: g("/lat_ns/mean"),
             p50: g("/clat_ns/percentile/50.000000"),
             p99: g("/clat_ns/percentile/99.000000"),
+            bound: 0.0,
         },
         phases: None,
         nvme_phases: BTreeMap::new(),
@@ -465,7 +487,8 @@ pub struct Comparison {
 /// A phase's mean must move by more than this to count: 5% of the larger mean (run-to-run drift
 /// on a shared VM is of that order), three standard errors of the difference (the spread estimated
 /// from p50..p99 of a roughly log-normal latency), and 0.25 us (timestamp and histogram
-/// resolution).
+/// resolution); plus the wider of the two sides' ring bounds where the phase is bounded, not
+/// timed (io_uring's rings): a move within what was never observed is not a change.
 pub fn noise_ns(b: &Stat, a: &Stat) -> f64 {
     let se = |s: &Stat| {
         let sigma = ((s.p99 - s.p50) / 2.33).max(0.0);
@@ -476,7 +499,7 @@ pub fn noise_ns(b: &Stat, a: &Stat) -> f64 {
         }
     };
     let se_diff = (se(b).powi(2) + se(a).powi(2)).sqrt();
-    (0.05 * b.mean.max(a.mean)).max(3.0 * se_diff).max(250.0)
+    (0.05 * b.mean.max(a.mean)).max(3.0 * se_diff).max(250.0) + b.bound.max(a.bound)
 }
 
 /// Keys that differ between runs without meaning anything (the run's own time or output paths).
@@ -1018,7 +1041,7 @@ mod tests {
     use super::*;
 
     fn stat(mean: f64) -> Stat {
-        Stat { count: 100_000, mean, p50: mean * 0.95, p99: mean * 1.6 }
+        Stat { count: 100_000, mean, p50: mean * 0.95, p99: mean * 1.6, bound: 0.0 }
     }
 
     fn side(phases: [f64; 4], iops: f64) -> Side {
@@ -1067,6 +1090,18 @@ mod tests {
         let c = compare(&b, &a);
         assert!(c.config_changes.iter().all(|x| !x.key.starts_with("cgroup.")), "{:?}", c.config_changes);
         assert!(!c.causes.iter().any(|x| x.contains("cgroup")), "{:?}", c.causes);
+    }
+
+    #[test]
+    fn a_ring_bound_widens_the_noise() {
+        // A completion phase 8 us longer: beyond 5% of 108 us when timed, within noise when one
+        // side's end was only bounded within 4 us.
+        let (mut b, mut a) = (stat(100_000.0), stat(108_000.0));
+        assert!(8000.0 > noise_ns(&b, &a));
+        b.bound = 4000.0;
+        a.bound = 1000.0;
+        assert!(8000.0 <= noise_ns(&b, &a));
+        assert_eq!(noise_ns(&b, &a), noise_ns(&stat(100_000.0), &stat(108_000.0)) + 4000.0);
     }
 
     #[test]

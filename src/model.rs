@@ -8,8 +8,8 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 53;
-pub const NR_COUNTERS: usize = 66;
+pub const NR_PHASES: usize = 55;
+pub const NR_COUNTERS: usize = 69;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
@@ -74,6 +74,10 @@ pub enum Phase {
     UpcKernel = 50,
     UpcReap = 51,
     UpcAsync = 52,
+    /// io_uring: the bound on when the application took the CQE from its ring (its width).
+    Ring = 53,
+    /// SQPOLL: the bound on when the application wrote the SQE to its ring (its width).
+    SqRing = 54,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.
@@ -200,6 +204,9 @@ pub enum Counter {
     UpcBytes,
     TopFull,
     UserUnreadable,
+    RingTaken,
+    UringEnters,
+    UringSqes,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.

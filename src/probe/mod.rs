@@ -137,7 +137,9 @@ mod mirrors {
         phase::PH_UPC => Upc,
         phase::PH_UPC_KERNEL => UpcKernel,
         phase::PH_UPC_REAP => UpcReap,
-        phase::PH_UPC_ASYNC => UpcAsync
+        phase::PH_UPC_ASYNC => UpcAsync,
+        phase::PH_RING => Ring,
+        phase::PH_SQ_RING => SqRing
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,
@@ -205,7 +207,10 @@ mod mirrors {
         counter::C_UPC_BIO_BYTES => UpcBioBytes,
         counter::C_UPC_BYTES => UpcBytes,
         counter::C_TOP_FULL => TopFull,
-        counter::C_USER_UNREADABLE => UserUnreadable
+        counter::C_USER_UNREADABLE => UserUnreadable,
+        counter::C_RING_TAKEN => RingTaken,
+        counter::C_URING_ENTERS => UringEnters,
+        counter::C_URING_SQES => UringSqes
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

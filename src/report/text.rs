@@ -329,6 +329,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
                 row(w, name, s, false)?;
             }
         }
+        if let Some(b) = &p.sq_ring_bound {
+            row(w, "  + SQ ring bound", b, false)?;
+            writeln!(
+                w,
+                "      (SQPOLL: each SQE appeared in the ring between two looks at its tail; the I/O starts at the first)"
+            )?;
+        }
         row(w, "block layer", &p.block, true)?;
         if let Some(s) = &p.stacked_down {
             row(w, "  stacked (down)", s, false)?;
@@ -369,6 +376,17 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         }
         if p.completion_reap.count > 0 {
             row(w, "  waiting (reap)", &p.completion_reap, false)?;
+        }
+        if let Some(b) = &p.cq_ring_bound {
+            row(w, "  + CQ ring bound", b, false)?;
+            writeln!(
+                w,
+                "      (io_uring: each CQE was taken from the ring between two looks at its head; the I/O ends at the"
+            )?;
+            writeln!(
+                w,
+                "       last look that still saw it, and may have been taken up to this much later: not timed, bounded)"
+            )?;
         }
         if let Some(tr) = &p.tracer_reap {
             row(w, "tracer (iopath)", tr, true)?;
@@ -434,7 +452,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         )?;
         writeln!(w, "       io-wq punt, as ext4's buffered writes take)")?;
     }
-    let whose = if r.job.is_some() { "the generator's own" } else { "the traced syscalls'" };
+    let bound = p.cq_ring_bound.as_ref().filter(|_| r.job.is_none());
+    let whose = match (r.job.is_some(), bound.is_some()) {
+        (true, _) => "the generator's own",
+        (false, true) => "the traced I/Os'",
+        (false, false) => "the traced syscalls'",
+    };
     if rec.reconciled {
         writeln!(
             w,
@@ -444,6 +467,14 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             rec.phase_sum_ratio * 100.0,
             us(r.lat_ns.mean)
         )?;
+        if let Some(b) = bound {
+            // The ring's part is bounded, not timed: say which part and by how much.
+            writeln!(
+                w,
+                "      (each I/O ends at the last look that saw its CQE in the ring; taken within +{} us more, the mean bound)",
+                us(b.mean_ns)
+            )?;
+        }
         if let Some(out) = r.outside_phases_ns {
             let place = if no_syscall_hooks {
                 "between the generator's clock reads and the probes' (lean trace)"
@@ -623,6 +654,15 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             "  syscalls per I/O  {}{}",
             top.join(", "),
             if more > 0 { format!(" (+{more} more in the JSON report)") } else { String::new() }
+        )?;
+    }
+    if let Some(u) = t.uring_rings.as_ref().filter(|u| u.submitting_enters > 0) {
+        // Why the application's part is what it is: SQEs written to the ring wait there until
+        // an io_uring_enter submits them, and CQEs wait until it looks.
+        writeln!(
+            w,
+            "  io_uring rings    {:.2} SQEs per submitting io_uring_enter ({} SQEs in {} calls); {} CQEs taken from the ring, bounded",
+            u.sqes_per_enter, u.sqes_submitted, u.submitting_enters, u.cqes_bounded
         )?;
     }
     if !t.hw_queues.is_empty() {
