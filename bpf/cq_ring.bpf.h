@@ -35,9 +35,10 @@
 #define POSTED_DISC 0xffffffffU
 
 struct ring_state {
-	__u64 look_ts; /* the last look at this ring's CQ head */
-	__u32 first;   /* FIFO number of the oldest posted CQE not yet seen taken */
-	__u32 tail;    /* FIFO number of the next CQE posted */
+	__u64 look_ts;	 /* the last look at this ring's CQ head */
+	__u32 first;	 /* FIFO number of the oldest posted CQE not yet seen taken */
+	__u32 tail;	 /* FIFO number of the next CQE posted */
+	__u32 head_seen; /* the CQ head at the last look */
 	/*
 	 * SQPOLL rings: the SQ ring's tail at each look, kept as the last SQ_RANGES ranges of SQEs
 	 * that appeared between two looks. An SQE written to the ring waits there until the SQ
@@ -46,8 +47,8 @@ struct ring_state {
 	 * SQE waited through 30% more looks than two ranges hold.
 	 */
 	__u32 sqpoll;
-	__u32 sq_tail;	       /* rings->sq.tail at the last look */
-	__u32 sq_n;	       /* ranges recorded so far; the newest is (sq_n - 1) % SQ_RANGES */
+	__u32 sq_tail;		 /* rings->sq.tail at the last look */
+	__u32 sq_n;		 /* ranges recorded so far; the newest is (sq_n - 1) % SQ_RANGES */
 	__u32 sq_idx[SQ_RANGES]; /* a range's first SQE; it ends where the next newer one starts */
 	__u64 sq_lo[SQ_RANGES];	 /* its SQEs appeared after this look ... */
 	__u64 sq_hi[SQ_RANGES];	 /* ... and by this one */
@@ -76,11 +77,6 @@ static __always_inline __u64 ring_key(__u64 ring, __u32 pos)
 	/* io_ring_ctx is kmalloc'd (> 2 KiB): its address shifted left by 12 keeps every ring's
 	 * 4096 FIFO numbers apart (kernel addresses share their top 12 bits). */
 	return (ring << 12) | (pos & (RING_MAX - 1));
-}
-
-static __always_inline __u32 ring_head(__u64 ring)
-{
-	return BPF_CORE_READ((struct io_ring_ctx *)ring, rings, cq.head);
 }
 
 /* A new ring's state: 700 bytes, more than a BPF stack holds beside the callers' frames. */
@@ -129,8 +125,8 @@ static long ring_take_one(__u64 i, struct ring_look *c)
 		return 0;
 	lo = c->look_ts > r.posted_ts ? c->look_ts : r.posted_ts;
 	r.reap_ts = lo;
+	/* Its count is the number of CQEs bounded: no counter of its own. */
 	record(PH_RING, c->now - lo);
-	count(C_RING_TAKEN, 1);
 	io_close(&r, false);
 	return 0;
 }
@@ -156,28 +152,20 @@ static __always_inline void sq_look(struct ring_state *rs, struct io_rings *ring
 	rs->sq_tail = tail;
 }
 
-static __always_inline void ring_look(__u64 ring, __u64 now)
+/* A look at a ring whose state the caller holds. */
+static __always_inline void ring_look_rs(struct ring_state *rs, __u64 ring, __u64 now)
 {
-	struct io_rings *rings;
-	struct ring_state *rs;
+	struct io_rings *rings = BPF_CORE_READ((struct io_ring_ctx *)ring, rings);
 	struct ring_look c;
-	__u32 n;
+	__u32 n, head = BPF_CORE_READ(rings, cq.head);
 
-	if (!ring)
-		return;
-	rs = ring_state(ring, false);
-	if (!rs)
-		return;
-	/* Looks run concurrently (the SQ thread's, the application's): first never passes tail. */
-	n = (__s32)(rs->tail - rs->first) > 0 ? rs->tail - rs->first : 0;
-	if (!n && !rs->sqpoll) {
-		rs->look_ts = now;
-		return;
-	}
-	rings = BPF_CORE_READ((struct io_ring_ctx *)ring, rings);
 	if (rs->sqpoll)
 		sq_look(rs, rings, now);
-	if (n) {
+	/* Looks run concurrently (the SQ thread's, the application's): first never passes tail. */
+	n = (__s32)(rs->tail - rs->first) > 0 ? rs->tail - rs->first : 0;
+	/* A head that has not moved since the last look took nothing: most looks stop here (one
+	 * per switch, two per io_uring_enter), without touching a record. */
+	if (n && head != rs->head_seen) {
 		long done;
 		__u32 first;
 
@@ -188,7 +176,7 @@ static __always_inline void ring_look(__u64 ring, __u64 now)
 		c.now = now;
 		c.look_ts = rs->look_ts;
 		c.first = rs->first;
-		c.head = BPF_CORE_READ(rings, cq.head);
+		c.head = head;
 		c.stopped = 0;
 		done = bpf_loop(n, ring_take_one, &c, 0);
 		/* bpf_loop counts the iteration that stopped. */
@@ -196,7 +184,19 @@ static __always_inline void ring_look(__u64 ring, __u64 now)
 		if ((__s32)(first - rs->first) > 0 && (__s32)(rs->tail - first) >= 0)
 			rs->first = first;
 	}
+	rs->head_seen = head;
 	rs->look_ts = now;
+}
+
+static __always_inline void ring_look(__u64 ring, __u64 now)
+{
+	struct ring_state *rs;
+
+	if (!ring)
+		return;
+	rs = ring_state(ring, false);
+	if (rs)
+		ring_look_rs(rs, ring, now);
 }
 
 /*
@@ -217,7 +217,7 @@ static __always_inline __u64 sq_written(__u64 ring, __u64 now)
 		rs->sqpoll = 1;
 		rs->sq_tail = BPF_CORE_READ((struct io_ring_ctx *)ring, rings, sq.tail);
 	}
-	ring_look(ring, now);
+	ring_look_rs(rs, ring, now);
 	/* io_get_sqe advanced cached_sq_head before the request was set up and traced. */
 	k = BPF_CORE_READ((struct io_ring_ctx *)ring, cached_sq_head) - 1;
 	if ((__s32)(rs->sq_tail - k) <= 0)
@@ -241,18 +241,21 @@ static __always_inline __u64 sq_written(__u64 ring, __u64 now)
 
 /* A CQE of a followed I/O was posted to `ring`: the record waits there for a look. False when it
  * could not be parked (the ring has RING_MAX waiting, or the slot table is full). */
-static __always_inline bool ring_park(__u64 ring, struct io_slot *s)
+static __always_inline bool ring_park(__u64 ring, struct io_slot *s, __u64 now)
 {
-	struct io_ring_ctx *ctx = (struct io_ring_ctx *)ring;
 	struct ring_state *rs = ring_state(ring, true);
 	struct io_slot *p;
 	bool existed;
 	__u32 cached;
 
-	if (!rs || rs->tail - rs->first >= RING_MAX)
+	if (!rs)
 		return false;
-	cached = BPF_CORE_READ(ctx, cached_cq_tail);
-	if (!cq_reserve_after_tp && cached == ring_head(ring))
+	/* A posting is a look too: what the application took before it is closed now. */
+	ring_look_rs(rs, ring, now);
+	if (rs->tail - rs->first >= RING_MAX)
+		return false;
+	cached = BPF_CORE_READ((struct io_ring_ctx *)ring, cached_cq_tail);
+	if (!cq_reserve_after_tp && cached == rs->head_seen)
 		cq_reserve_after_tp = 1;
 	p = ios_claim(ring_key(ring, rs->tail), POSTED_DISC, &existed);
 	if (!p)

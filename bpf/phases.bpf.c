@@ -75,7 +75,7 @@ struct task_ctx {
 	__u32 in_submit;  /* inside io_uring_enter / io_submit */
 	__u32 sqes;	  /* SQEs the current io_uring_enter submitted */
 	__u64 ring;	  /* the io_ring_ctx it last entered or submitted to (cq_ring.bpf.h) */
-	__u32 in_sys; /* inside a traced I/O syscall */
+	__u32 in_sys;	  /* inside a traced I/O syscall */
 	/* excluded_tids, looked up once per thread: 1 traced, 2 one of iopath's own (its vmstat
 	 * sampler reads /proc/vmstat from the generator's process: 89 "buffered reads" a run). */
 	__u32 own;
@@ -400,10 +400,11 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	/* --lean: no syscall hook set in_submit. */
 	t = targ_lean ? NULL : task_ctx(false);
 	if (cur->flags & PF_IO_WORKER) {
-		/* The SQ thread (io-wq workers issue, they do not submit SQEs). An SQPOLL application
-		 * may never enter the kernel (fio spins on its CQ ring): the SQ thread picking up its
-		 * next SQE is the look that finds the CQEs it took before writing it (fio at QD1:
-		 * the bound was 37 us wide with posting as the only look, the whole latency). */
+		/* The SQ thread (io-wq workers issue, they do not submit SQEs). An SQPOLL
+		 * application may never enter the kernel (fio spins on its CQ ring): the SQ thread
+		 * picking up its next SQE is the look that finds the CQEs it took before writing it
+		 * (fio at QD1: the bound was 37 us wide with posting as the only look, the whole
+		 * latency). */
 		mode |= RF_SQPOLL;
 		if (targ_app_stamp) {
 			start = uring_stamp(req, now);
@@ -416,8 +417,10 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 	} else if (t && t->in_submit) {
 		start = t->enter_ts;
 		t->sqes++;
-		/* A probe read: a scalar key, not a BTF pointer (no arithmetic on those). */
-		t->ring = (__u64)BPF_CORE_READ(req, ctx);
+		/* A probe read (a scalar key, not a BTF pointer: no arithmetic on those), once a
+		 * thread: its ring does not change (a look at another ring is only less useful). */
+		if (!t->ring)
+			t->ring = (__u64)BPF_CORE_READ(req, ctx);
 		if (targ_app_stamp) {
 			__u64 queued = uring_stamp(req, now);
 
@@ -456,7 +459,8 @@ static __always_inline int on_queue_async_work(struct io_kiocb *req)
  * posting (RF_NO_REAP): the generator times its own take from the ring (slot_clock). */
 static __always_inline int on_uring_complete(struct io_kiocb *req)
 {
-	/* The ring: a probe read, a scalar (the tracepoint's BTF pointer allows no key arithmetic). */
+	/* The ring: a probe read, a scalar (the tracepoint's BTF pointer allows no key arithmetic).
+	 */
 	__u64 ring = (__u64)BPF_CORE_READ(req, ctx);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *cur;
@@ -503,8 +507,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		return 0;
 	}
 	io_route_subphases(s);
-	ring_look(ring, now);
-	if (!ring_park(ring, s))
+	if (!ring_park(ring, s, now))
 		count(C_REAP_OVERFLOW, 1);
 	slot_release(&s->key);
 	return 0;
@@ -1008,8 +1011,9 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 	case NR_IO_URING_ENTER:
 		t->in_submit = 1;
 		t->sqes = 0;
-		/* (fd, to_submit, min_complete, flags, ...): a registered ring's fd is an index. */
-		if (!(SYS_ARG(regs, r10, btf) & IORING_ENTER_REGISTERED_RING)) {
+		/* (fd, to_submit, min_complete, flags, ...): a registered ring's fd is an index.
+		 * Once a thread, as at submit: the fd walk is five reads. */
+		if (!t->ring && !(SYS_ARG(regs, r10, btf) & IORING_ENTER_REGISTERED_RING)) {
 			__u64 ring = ring_of_file(fd_file(SYS_ARG(regs, di, btf), btf));
 
 			if (ring)
@@ -1474,7 +1478,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		} else if (t && preempt && !t->in_sys) {
 			t->preempt_ts = now;
 		}
-		if (t && t->ring && !(prev->flags & PF_EXITING))
+		/* Only in user space can it take CQEs: a thread blocked in a syscall is looked at
+		 * by the syscall's exit (the looks at these switches cost 10% of loop-device IOPS).
+		 */
+		if (t && t->ring && !t->in_sys && !(prev->flags & PF_EXITING))
 			ring_look(t->ring, now);
 	}
 	if (traced_thread(next)) {
@@ -1503,8 +1510,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			count(C_RUNQ_WAIT_NS, now - t->wake_ts);
 			t->wake_ts = 0;
 		}
-		/* Off the CPU it took nothing from the ring: the bound's start moves up to here. */
-		if (t && t->ring)
+		/* Preempted in user space, it took nothing from the ring off the CPU: the bound's
+		 * start moves up to here. */
+		if (t && t->ring && !t->in_sys)
 			ring_look(t->ring, now);
 	}
 	return 0;

@@ -218,7 +218,6 @@ enum counter {
 	C_USER_UNREADABLE, /* an application's iocb or io_event array could not be read (aio
 			    * requests then not claimed or not reaped) */
 	/* io_uring's CQ ring (cq_ring.bpf.h) */
-	C_RING_TAKEN, /* I/Os closed when a look found their CQE taken from the ring */
 	C_URING_ENTERS, /* io_uring_enter calls of the traced threads that submitted SQEs ... */
 	C_URING_SQES,	/* ... and the SQEs they submitted (the application's batching) */
 	NR_COUNTERS,
@@ -369,7 +368,8 @@ struct io_slot {
 	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
 	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
 	struct io_record r;
-	__u32 cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
+	__u32
+	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
 	__u32 pad;
 };
 

@@ -857,7 +857,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
 
 fn uring_rings(raw: &RawTrace) -> Option<UringRings> {
     let (bounded, enters, sqes) =
-        (raw.counter(Counter::RingTaken), raw.counter(Counter::UringEnters), raw.counter(Counter::UringSqes));
+        (raw.phase(Phase::Ring).count, raw.counter(Counter::UringEnters), raw.counter(Counter::UringSqes));
     (bounded + enters > 0).then(|| UringRings {
         cqes_bounded: bounded,
         submitting_enters: enters,

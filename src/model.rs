@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 55;
-pub const NR_COUNTERS: usize = 69;
+pub const NR_COUNTERS: usize = 68;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
@@ -204,7 +204,6 @@ pub enum Counter {
     UpcBytes,
     TopFull,
     UserUnreadable,
-    RingTaken,
     UringEnters,
     UringSqes,
 }

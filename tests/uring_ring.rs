@@ -26,9 +26,15 @@ fn traced_io_uring_programs_agree_with_their_own_latency() {
         .filter(|l| l.starts_with("| fio") || l.starts_with("| generator"))
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
         .collect();
-    assert_eq!(rows.len(), 20, "2 programs x inline/SQPOLL x 5 iodepths:\n{table}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        rows.len(),
+        20,
+        "2 programs x inline/SQPOLL x 5 iodepths:\n{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for r in &rows {
-        let (own, traced, ratio): (f64, f64, f64) = (r[3].parse().unwrap(), r[4].parse().unwrap(), r[5].parse().unwrap());
+        let (own, traced, ratio): (f64, f64, f64) =
+            (r[3].parse().unwrap(), r[4].parse().unwrap(), r[5].parse().unwrap());
         assert!(own > 10.0 && traced > 10.0, "a disk read takes tens of us: {r:?}");
         assert!((ratio - 1.0).abs() <= 0.05, "more than 5% off the program's own mean: {r:?}\n{table}");
         assert_eq!(r[8], "100.0%", "every I/O followed: {r:?}");

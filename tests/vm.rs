@@ -191,6 +191,15 @@ fn portability_doctor_and_four_phases() {
         }
         let a = json(&dir.join("aio/report.json"));
         assert!(a["phases"]["completion_posted"].is_null(), "aio posts inside the device completion");
+        // An outside io_uring program takes its CQEs from the ring: bounded by looks at the
+        // ring's head, its latency must match its own clock. Where io_uring_complete fires
+        // before the CQE's entry is reserved (6.1) the head's index differs by one from later
+        // kernels: this is where a wrong guess would show.
+        let (app, run) = (json(&dir.join("uring-app/report.json")), json(&dir.join("uring-app/run.json")));
+        let (traced, own) = (app["lat_ns"]["mean"].as_f64().unwrap(), run["lat_ns"]["mean"].as_f64().unwrap());
+        assert!((traced / own - 1.0).abs() <= 0.05, "{kernel}: traced {traced} ns, the program's own {own} ns");
+        assert!(app["correlated_fraction"].as_f64().unwrap() >= 0.99, "{kernel}: {}", app["correlated_fraction"]);
+        assert!(app["phases"]["cq_ring_bound"]["count"].as_u64().unwrap_or(0) > 0, "{kernel}: no CQ ring bound");
         // Features the kernel refused are named in the report with a reason, never silent.
         for f in u["features_off"].as_array().unwrap() {
             assert!(!f["why"].as_str().unwrap().is_empty(), "{kernel}: {f}");

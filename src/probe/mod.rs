@@ -208,7 +208,6 @@ mod mirrors {
         counter::C_UPC_BYTES => UpcBytes,
         counter::C_TOP_FULL => TopFull,
         counter::C_USER_UNREADABLE => UserUnreadable,
-        counter::C_RING_TAKEN => RingTaken,
         counter::C_URING_ENTERS => UringEnters,
         counter::C_URING_SQES => UringSqes
     );
