@@ -941,6 +941,8 @@ static __always_inline int on_sync_exit(long ret)
 #define NR_PWRITEV2 328
 #define NR_IO_PGETEVENTS 333
 #define NR_IO_URING_ENTER 426
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
 
 static __always_inline bool sync_syscall(long id)
 {
@@ -984,7 +986,7 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 
 	/* Without the per-syscall counts (iopath top / serve: every process on the host makes
 	 * syscalls through this hook), a call that can be no I/O returns before any lookup. */
-	if (!targ_syscalls && !io_syscall(id))
+	if (!targ_syscalls && !io_syscall(id) && id != NR_EXIT && id != NR_EXIT_GROUP)
 		return 0;
 	if (!traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
@@ -1003,6 +1005,12 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 		return 0;
 	if (targ_syscalls)
 		count_syscall(id);
+	if (id == NR_EXIT || id == NR_EXIT_GROUP) {
+		/* The last look: the CQEs it took after its last io_uring_enter (fio's final reap),
+		 * while its ring is still there (its files close later in do_exit). */
+		ring_look(t->ring, bpf_ktime_get_ns());
+		return 0;
+	}
 	if (!io_syscall(id))
 		return 0;
 	t->enter_ts = bpf_ktime_get_ns();
