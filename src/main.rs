@@ -37,10 +37,37 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--log-prefix`'s files: PREFIX_iops.1.log and the others.
+fn log_files(prefix: Option<&std::path::Path>) -> Vec<std::path::PathBuf> {
+    let Some(prefix) = prefix else { return Vec::new() };
+    iopath::timeseries::FioLog::ALL
+        .iter()
+        .map(|k| std::path::PathBuf::from(format!("{}{}", prefix.display(), k.suffix())))
+        .collect()
+}
+
+/// Every file a run or trace writes, against the one rule (output::check_outputs): the job's
+/// target is what no output may replace.
+fn check_run_outputs(
+    job: Option<&iopath::job::Job>,
+    json: Option<&std::path::Path>,
+    more: &[(&'static str, Option<&std::path::Path>)],
+    log_prefix: Option<&std::path::Path>,
+) -> Result<()> {
+    let logs = log_files(log_prefix);
+    let mut outs: Vec<(&str, &std::path::Path)> = json.map(|p| ("--json", p)).into_iter().collect();
+    outs.extend(more.iter().filter_map(|&(f, p)| Some((f, p?))));
+    outs.extend(logs.iter().map(|p| ("--log-prefix", p.as_path())));
+    let target: Vec<(&std::path::Path, &str)> =
+        job.map(|j| (j.target.path(), "the job's target")).into_iter().collect();
+    iopath::output::check_outputs_and_say(&outs, &target)
+}
+
 fn run(a: RunArgs) -> Result<ExitCode> {
     let job = a.job.to_job()?;
-    check_and_say(a.json.as_deref(), None)?;
     check_log_prefix(a.job.common.log_prefix.as_deref())?;
+    check_run_outputs(Some(&job), a.json.as_deref(), &[], a.job.common.log_prefix.as_deref())?;
+    check_and_say(a.json.as_deref(), None)?;
     let outcome = loadgen::run(&job)?;
     let machine = report::Captured::for_run(&outcome);
     let rep = report::Report::from_run(&job, outcome, machine);
@@ -84,16 +111,15 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         (None, true) => None,
     };
     let sampling = a.flamegraph || a.offcpu;
-    if let Some(p) = &a.perfetto {
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        if !dir.is_dir() {
-            anyhow::bail!(
-                "--perfetto {}: the folder {} does not exist: create it or give another path",
-                p.display(),
-                dir.display()
-            );
-        }
-    }
+    // The generator's job, when this trace runs one: its target is no output's to replace.
+    let job = if external.is_none() { a.job.to_job().ok() } else { None };
+    check_log_prefix(a.job.common.log_prefix.as_deref())?;
+    check_run_outputs(
+        job.as_ref(),
+        a.json.as_deref(),
+        &[("--events-out", a.events_out.as_deref()), ("--perfetto", a.perfetto.as_deref())],
+        a.job.common.log_prefix.as_deref(),
+    )?;
     if a.pprof && !sampling {
         anyhow::bail!("--pprof writes the sampled stacks: add --flamegraph (on-CPU) and/or --offcpu");
     }
@@ -399,6 +425,11 @@ fn study_cmd(a: StudyArgs) -> Result<ExitCode> {
 }
 
 fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
+    // Its inputs are what its output must never replace.
+    iopath::output::check_outputs_and_say(
+        &a.json.as_deref().map(|p| ("--json", p)).into_iter().collect::<Vec<_>>(),
+        &[(a.before.as_path(), "the 'before' input"), (a.after.as_path(), "the 'after' input")],
+    )?;
     check_and_say(a.json.as_deref(), a.out.as_deref())?;
     match (sweep_file(&a.before), sweep_file(&a.after)) {
         (Some(fa), Some(fb)) => return compare_sweeps_cmd(&a, &fa, &fb),

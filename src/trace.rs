@@ -107,11 +107,11 @@ pub fn write_perfetto(
     for (irq, name) in irqs.iter().zip(sysconf::irq_names(&roots, irqs)) {
         names.irqs.insert(*irq, name);
     }
-    let mut w =
-        std::io::BufWriter::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?);
-    let written = crate::perfetto::write(&records, &raw.irq_stamps, &names, &mut w)
-        .and_then(|x| std::io::Write::flush(&mut w).map(|()| x))
+    // Rendered in memory, then written under a temporary name and renamed (output::write_file).
+    let mut buf = Vec::new();
+    let written = crate::perfetto::write(&records, &raw.irq_stamps, &names, &mut buf)
         .with_context(|| format!("writing {}", out.display()))?;
+    crate::output::write_file(out, buf)?;
     Ok(Some(written))
 }
 

@@ -396,17 +396,20 @@ fn an_events_file_that_cannot_hold_the_trace_is_reported() {
         ],
     );
     let w = r["warnings"].to_string();
-    assert!(w.contains("No space left") && w.contains("records received"), "{w}");
+    assert!(w.contains("No space left") && w.contains("records received") && w.contains("not written"), "{w}");
     // A fixed count, not a runtime: a CI host's disk did under 5000 I/Os in one second here.
-    // "it holds K of the N records received": the file stopped at K, the trace went on to N.
+    // "(K of the N records received had been written ...)": it stopped at K, the trace went on to
+    // N; and no partial file is left under the user's name, nor the temporary one.
     let nums: Vec<u64> = w
-        .split("it holds ")
+        .split("not written (")
         .nth(1)
         .and_then(|t| t.split(" records received").next())
         .map(|t| t.split(" of the ").filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_default();
     assert_eq!(nums.len(), 2, "{w}");
     assert!(nums[0] < nums[1], "the file kept fewer records than were received: {w}");
+    assert!(!ev.exists(), "a partial events file was left");
+    assert_eq!(std::fs::read_dir(&m.0).unwrap().count(), 0, "something was left on the full file system");
     assert_eq!(r["ios"].as_u64(), Some(20000), "the trace itself went on");
 }
 
@@ -555,4 +558,77 @@ fn sweep_lists_and_sweep_comparisons() {
         assert!(err.contains(says), "{args:?}: expected '{says}' in: {err}");
         assert!(!st.exists(), "{args:?}: nothing left behind");
     }
+}
+
+/// No output ever replaces a device, the job's target or another output: refused before the
+/// run, with the reason and the fix, and the device or file is byte for byte what it was.
+#[test]
+fn outputs_never_replace_a_device_or_the_target() {
+    require_root();
+    let d = scratch("bad-outputs");
+    // A loop device holding a mounted ext4, as in the report that found it (e2fsck then found a
+    // bad superblock).
+    let (l, _m, f) = cold_fs("bad-outputs-fs", 16);
+    let head = |dev: &str| {
+        let mut b = vec![0u8; 8192];
+        use std::io::Read;
+        std::fs::File::open(dev).unwrap().read_exact(&mut b).unwrap();
+        b
+    };
+    let before = head(&l.0);
+    // And one no file system is on (a read job may take it as --device).
+    let raw = LoopDev::new(&d.join("raw.img"), 16, 512);
+    sh("dd", &["if=/dev/urandom", &format!("of={}", raw.0), "bs=64k", "count=4", "oflag=direct", "status=none"]);
+    let raw_before = head(&raw.0);
+    let target = d.join("t.dat");
+    let t = target.to_str().unwrap();
+    run_json(&["--file", t, "--size", "8m", "--ios", "1"]);
+    let size = std::fs::metadata(&target).unwrap().len();
+    let link = d.join("t.other-name");
+    std::fs::hard_link(&target, &link).unwrap();
+    let logs = d.join("x_iops.1.log");
+    std::fs::hard_link(&target, &logs).unwrap();
+    let prefix = d.join("x");
+    for (args, says) in [
+        (vec!["trace", "--file", t, "--ios", "100", "--events-out", &l.0], "block device"),
+        (vec!["run", "--device", &raw.0, "--ios", "100", "--json", &raw.0], "block device"),
+        (vec!["trace", "--file", t, "--ios", "100", "--perfetto", "/dev/full"], "character device"),
+        (vec!["trace", "--file", t, "--ios", "100", "--perfetto", d.to_str().unwrap()], "that is a folder"),
+        (vec!["trace", "--file", t, "--ios", "100", "--events-out", t], "that is the job's target"),
+        (vec!["run", "--file", t, "--ios", "100", "--json", link.to_str().unwrap()], "that is the job's target"),
+        (
+            vec!["run", "--file", t, "--ios", "100", "--log-prefix", prefix.to_str().unwrap()],
+            "that is the job's target",
+        ),
+    ] {
+        let out = iopath(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must be refused: {err}");
+        assert!(err.contains(says) && err.contains("give"), "{args:?}: expected '{says}' and the fix in: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: refused before the run, no report: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    assert_eq!(head(&l.0), before, "the mounted file system's first 8 KiB changed");
+    assert_eq!(head(&raw.0), raw_before, "the device's first 8 KiB changed");
+    assert_eq!(std::fs::metadata(&target).unwrap().len(), size, "the target was written over");
+    assert!(std::fs::read(&f).is_ok_and(|b| b.len() == 16 << 20), "the file system still reads");
+    // An existing events file is replaced and the note says so; nothing temporary is left.
+    let ev = d.join("ev.bin");
+    std::fs::write(&ev, b"old").unwrap();
+    let out = iopath(&["trace", "--file", t, "--ios", "200", "--events-out", ev.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--events-out")
+            && String::from_utf8_lossy(&out.stderr).contains("will be overwritten")
+    );
+    assert!(std::fs::metadata(&ev).unwrap().len() > 3, "the events file was written");
+    let left: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|n| !n.ends_with(".tmp")), "temporary files left: {left:?}");
 }

@@ -99,9 +99,12 @@ impl Collectors<'_> {
             };
             let poller = if opts.events {
                 if let Some(p) = &opts.events_out {
+                    // Under a temporary name until the trace ends (renamed then): a failed
+                    // write or a kill never leaves a partial file under the user's name.
+                    let tmp = crate::output::temp_name(p);
                     let mut f = BufWriter::with_capacity(
                         1 << 20,
-                        File::create(p).with_context(|| format!("creating {}", p.display()))?,
+                        File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
                     );
                     crate::events::write_header(&mut f).with_context(|| format!("writing {}", p.display()))?;
                     *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
@@ -208,9 +211,19 @@ impl Collectors<'_> {
             if let Err(e) = f.flush() {
                 err.get_or_insert(e.to_string());
             }
+            drop(f);
+            let tmp = crate::output::temp_name(p);
+            if err.is_none() {
+                if let Err(e) = std::fs::rename(&tmp, p) {
+                    err = Some(e.to_string());
+                }
+            }
+            if err.is_some() {
+                let _ = std::fs::remove_file(&tmp);
+            }
             out.events_file_error = err.map(|e| {
                 format!(
-                    "writing {}: {e}: it holds {} of the {} records received (a buffered tail may be missing too)",
+                    "writing {}: {e}: not written ({} of the {} records received had been written before it failed)",
                     p.display(),
                     kept.load(Ordering::Relaxed),
                     received.load(Ordering::Relaxed)
