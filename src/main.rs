@@ -237,7 +237,7 @@ fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
 /// A run's report and, when it had --flamegraph, its on-CPU folded stacks (found where the
 /// report says, or beside the report file).
 fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<std::path::PathBuf>)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = iopath::input::read_json_text(path)?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not valid JSON (truncated or corrupt?)", path.display()))?;
     let folded = v.pointer("/flamegraphs/oncpu/folded").and_then(|f| f.as_str()).and_then(|f| {
@@ -246,7 +246,7 @@ fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<st
         [Some(f.to_path_buf()), beside].into_iter().flatten().find(|p| p.exists())
     });
     let folded_text = match &folded {
-        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+        Some(p) => Some(iopath::input::read_text(p, iopath::input::PERF_CAP, "a folded stack file")?),
         None => None,
     };
     let side = iopath::compare::side_from_json(&v, &path.display().to_string(), folded_text.as_deref())?;
@@ -258,7 +258,7 @@ fn load_side(path: &std::path::Path) -> Result<(iopath::compare::Side, Option<st
 /// another run's). Either is None when absent or unreadable: the page says it is not drawn.
 fn page_extras(path: &std::path::Path) -> (Option<iopath::timeseries::TimeSeries>, Option<iopath::model::RawTrace>) {
     let json = |p: &std::path::Path| -> Option<serde_json::Value> {
-        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+        serde_json::from_str(&iopath::input::read_json_text(p).ok()?).ok()
     };
     let ts = json(path).and_then(|v| serde_json::from_value(v.get("timeseries")?.clone()).ok());
     let raw = (path.file_name().is_some_and(|n| n == "report.json"))
@@ -272,7 +272,8 @@ fn page_extras(path: &std::path::Path) -> (Option<iopath::timeseries::TimeSeries
 /// the folder `path` names.
 fn sweep_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
     let file = if path.is_dir() { path.join("sweep.json") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).ok()?;
+    // Not a sweep when it cannot be read as one: load_side then says why.
+    let text = iopath::input::read_json_text(&file).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     (v["schema"] == iopath::sweep::SCHEMA).then_some(file)
 }
@@ -284,7 +285,7 @@ fn sweeps_compared(
     fb: &std::path::Path,
 ) -> Result<(iopath::sweep_compare::SweepComparison, iopath::sweep::SweepReport, iopath::sweep::SweepReport)> {
     let load = |p: &std::path::Path| -> Result<iopath::sweep::SweepReport> {
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let text = iopath::input::read_json_text(p)?;
         serde_json::from_str(&text).with_context(|| format!("{} is not a readable iopath.sweep/1 file", p.display()))
     };
     let (sa, sb) = (load(fa)?, load(fb)?);
@@ -699,6 +700,8 @@ fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
 }
 
 fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
+    // Streamed (record by record, any size), but never a device: /dev/zero would never end.
+    iopath::input::check_readable(&a.events, "an events file")?;
     let f = std::fs::File::open(&a.events).with_context(|| format!("opening {}", a.events.display()))?;
     let s = iopath::events::summarize(&mut std::io::BufReader::new(f))?;
     print(|w| {

@@ -632,3 +632,38 @@ fn outputs_never_replace_a_device_or_the_target() {
         .collect();
     assert!(left.iter().all(|n| !n.ends_with(".tmp")), "temporary files left: {left:?}");
 }
+
+/// Inputs are bounded and read once: a device is refused at once (compare /dev/zero grew to
+/// 4.2 GB before the OOM killer, /dev/urandom never returned), a pipe is read one time although
+/// compare looks at a side in several places.
+#[test]
+fn inputs_are_never_devices_and_pipes_are_read_once() {
+    require_root();
+    let d = scratch("bad-inputs");
+    let f = d.join("t.dat");
+    let r = d.join("r.json");
+    let out =
+        iopath(&["run", "--file", f.to_str().unwrap(), "--size", "4m", "--ios", "200", "--json", r.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = r.to_str().unwrap();
+    for args in [
+        vec!["compare", "/dev/zero", r],
+        vec!["compare", r, "/dev/urandom"],
+        vec!["report", "--events", "/dev/zero"],
+        vec!["flamegraph", "--perf-script", "/dev/urandom"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let out = iopath(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("a device, not"), "{args:?}: {err}");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{args:?} took {:?}", t0.elapsed());
+    }
+    // <(...) pipes, each read once.
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("{} compare <(cat {r}) <(cat {r})", bin())])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("IOPS"), "{text}");
+}

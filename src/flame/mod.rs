@@ -158,7 +158,7 @@ fn empty_svg(msg: &str) -> Vec<u8> {
 /// blue shrank, `before` normalised to `after`'s total).
 pub fn write_diff(before: &Path, after: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let read = |p: &Path| -> Result<Vec<(String, u64)>> {
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let text = crate::input::read_text(p, crate::input::PERF_CAP, "a folded stack file")?;
         fold::parse(&text).with_context(|| format!("{} is not a folded stack file", p.display()))
     };
     let lines = render::differential(&read(before)?, &read(after)?)?;

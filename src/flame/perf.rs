@@ -66,7 +66,7 @@ pub fn collapse(script: &[u8]) -> Result<Vec<(String, u64)>> {
 
 /// A perf.data file is run through `perf script`; anything else is taken as its text output.
 pub fn read_input(path: &Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = crate::input::read_bytes(path, crate::input::PERF_CAP, "perf script output or perf.data")?.to_vec();
     // perf.data starts with the magic "PERFILE2".
     if !bytes.starts_with(b"PERFILE2") {
         return Ok(bytes);
