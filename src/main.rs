@@ -73,6 +73,44 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     let rep = report::Report::from_run(&job, outcome, machine);
     emit(&rep, a.json.as_deref())?;
     write_fio_logs(&rep, a.job.common.log_prefix.as_deref())?;
+    ending(&rep, true)
+}
+
+/// `-- CMD`: the command must exist and be executable before any probe loads (a missing one had
+/// been traced as its helper shell, report and all, before the 127).
+fn check_command(cmd: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable =
+        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let found = if cmd.contains('/') {
+        runnable(std::path::Path::new(cmd))
+    } else {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(cmd))))
+    };
+    anyhow::ensure!(
+        found,
+        "-- {cmd}: no such command{} (or not executable): nothing was traced; check its name",
+        if cmd.contains('/') { "" } else { " in PATH" }
+    );
+    Ok(())
+}
+
+/// How a run or trace ends once its report is out: stopped by a signal, its (partial) report is
+/// printed and the status is the shell's 128 + signal (130 SIGINT, 143 SIGTERM), so a script can
+/// tell; the generator's job that completed no I/O is an error naming why (a `--runtime 1ns` run
+/// had exited 0 with "0 I/Os"). `generator`: the bundled generator ran (not --pid or -- CMD).
+fn ending(rep: &report::Report, generator: bool) -> Result<ExitCode> {
+    if let Some(sig) = iopath::stop::signal() {
+        let name = if sig == libc::SIGTERM { "SIGTERM" } else { "SIGINT" };
+        eprintln!("iopath: stopped by {name}: the report above is partial (exit status {})", 128 + sig);
+        return Ok(ExitCode::from((128 + sig) as u8));
+    }
+    if generator && rep.ios == 0 {
+        anyhow::bail!(
+            "the job completed no I/O in {:.3} ms: nothing was measured (a --runtime shorter than one I/O, or a              target that returned nothing); give a longer --runtime or --ios",
+            rep.runtime_ns as f64 / 1e6
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -151,6 +189,10 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     if external.is_some() {
         iopath::job::check_interval(a.job.common.interval)?;
     }
+    if let Some(External::Command(cmd)) = &external {
+        check_command(&cmd[0])?;
+    }
+    let (pid_trace, generator) = (matches!(external, Some(External::Pid(_))), external.is_none());
     let (mut rep, raw) = match external {
         Some(what) => iopath::trace::run_external(what, a.external_duration()?, &flags)?,
         None if a.duration.is_some() => anyhow::bail!(
@@ -206,7 +248,11 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(e) = iopath::trace::command_failed(&rep) {
         return Err(e);
     }
-    Ok(ExitCode::SUCCESS)
+    // Ctrl-C is how a --pid trace ends: its report is whole, its status 0.
+    if pid_trace {
+        return Ok(ExitCode::SUCCESS);
+    }
+    ending(&rep, generator)
 }
 
 fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
@@ -654,6 +700,10 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     }
     writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;
     print(|w| w.write_all(&out))?;
+    // Stopped by a signal: what it kept is written, and the status says it is partial.
+    if let Some(sig) = iopath::stop::signal() {
+        return Ok(ExitCode::from((128 + sig) as u8));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

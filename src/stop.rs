@@ -2,13 +2,16 @@
 //! generator's workers, a layout, a sweep, a traced command's wait) polls it. Report building
 //! does not read it: a run's outcome records whether it was stopped.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Once;
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signal that asked for the stop (0: none, or a stop from inside).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 static INSTALL: Once = Once::new();
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::Relaxed);
     STOP.store(true, Ordering::Relaxed);
 }
 
@@ -28,6 +31,15 @@ pub fn on_signals() {
 #[inline]
 pub fn requested() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// The signal that stopped the run, if one did (SIGINT, SIGTERM): its report is partial, and the
+/// exit status says so the way a shell does (128 + the signal: 130, 143), after the report.
+pub fn signal() -> Option<i32> {
+    match SIGNAL.load(Ordering::Relaxed) {
+        0 => None,
+        s => Some(s),
+    }
 }
 
 /// Requests the stop from inside (a long-running command's loop ended: its helpers follow).

@@ -667,3 +667,41 @@ fn inputs_are_never_devices_and_pipes_are_read_once() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("IOPS"), "{text}");
 }
+
+/// Exit statuses a script can rely on: a run stopped by SIGINT or SIGTERM prints its PARTIAL
+/// report and exits 130 or 143; a job that completed no I/O is an error saying why.
+#[test]
+fn interrupted_and_empty_runs_say_so_in_their_status() {
+    require_root();
+    let d = scratch("bad-status");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    run_json(&["--file", f, "--size", "8m", "--ios", "1"]);
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let child = std::process::Command::new(bin())
+            .args(["run", "--file", f, "--runtime", "30s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(code), "signal {sig}: {err}");
+        assert!(out.contains("PARTIAL") && out.contains("IOPS"), "the partial report is printed: {out}");
+        assert!(err.contains("partial"), "{err}");
+    }
+    // A command that does not exist: refused before any probe, no report of a helper shell.
+    for cmd in ["no-such-command-iopath", "/nonexistent/bin/x"] {
+        let out = iopath(&["trace", "--", cmd, "arg"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("no such command") && out.stdout.is_empty(), "{err}");
+    }
+    let out = iopath(&["run", "--file", f, "--runtime", "1ns"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("completed no I/O") && err.contains("--runtime"), "{err}");
+}

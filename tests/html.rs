@@ -487,7 +487,8 @@ fn ctrl_c_keeps_the_runs_that_finished() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Partial: kept and written, and the status says so (128 + SIGINT).
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("sweep.json")).unwrap()).unwrap();
     let runs = s["runs"].as_array().unwrap().len();
     assert!(s["partial"] == true && (1..12).contains(&runs), "{runs} runs kept, partial {}", s["partial"]);
