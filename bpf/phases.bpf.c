@@ -1586,6 +1586,10 @@ int BPF_PROG(wb_dirty_folio, struct folio *folio, struct address_space *mapping)
 	/* tp_btf pointers may be NULL: checked before any CO-RE read offsets them. */
 	if (!enabled || !folio || !mapping || !traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	/* iopath's own threads (the --events-out writer) are not the workload: a direct read job
+	 * had "dirtied 256 pages", its own events file's. */
+	if (!not_ours((__u32)bpf_get_current_pid_tgid()))
+		return 0;
 	return on_dirty_folio(folio, mapping);
 }
 

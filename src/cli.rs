@@ -138,7 +138,8 @@ pub struct SweepDims {
     /// Block sizes, comma-separated (4k,64k,1m,32m).
     #[arg(long, default_value = "4k", value_name = "LIST")]
     pub bs: String,
-    /// Worker threads, comma-separated (psync: threads = --qd instead).
+    /// Worker threads, comma-separated (psync: threads = qd x jobs, the concurrency the other
+    /// engines' point keeps in flight).
     #[arg(long, default_value = "1", value_name = "LIST")]
     pub jobs: String,
     /// O_DIRECT, comma-separated: true, false, or true,false (buffered vs direct).

@@ -94,8 +94,10 @@ impl Variant {
             j.batch_complete = (c.qd / 2).max(1);
         }
         if self.engine == EngineKind::Psync {
-            // One synchronous I/O at a time per job: queue depth is the number of jobs.
-            j.jobs = c.qd;
+            // One synchronous I/O at a time per thread: the point's concurrency, qd x jobs as
+            // the other engines keep in flight, is its number of threads. (Threads = qd alone
+            // ran a point labelled "jobs=2" with one thread.)
+            j.jobs = c.qd * c.jobs;
             j.qd = 1;
         }
         j
@@ -619,6 +621,11 @@ mod tests {
         let base = crate::job::Job::example();
         let j = v[0].job(&base, &pts[3]);
         assert_eq!((j.jobs, j.qd, j.bs, j.direct), (1, 1, 1 << 20, false), "psync: threads = qd");
+        // A jobs axis: the psync point labelled jobs=2 runs two threads per unit of qd.
+        let mut c = pts[3].clone();
+        (c.qd, c.jobs) = (4, 2);
+        let j = v[0].job(&base, &c);
+        assert_eq!((j.jobs, j.qd), (8, 1), "psync: threads = qd x jobs");
         let j = v[1].job(&base, &pts[5]);
         assert_eq!((j.batch_submit, j.batch_complete), (8, 4), "the batch variant sets both");
         let sizes = parse_list("bs", "4k,32m,4k", crate::job::parse_size).unwrap();

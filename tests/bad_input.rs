@@ -705,3 +705,19 @@ fn interrupted_and_empty_runs_say_so_in_their_status() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("completed no I/O") && err.contains("--runtime"), "{err}");
 }
+
+/// iopath never traces itself: its own writes (the --events-out file, its stderr) are not the
+/// workload's. A pure O_DIRECT read job had "dirtied 256 pages", its events file's.
+#[test]
+fn iopath_own_writes_are_not_the_workload() {
+    require_root();
+    let d = scratch("bad-self");
+    let f = d.join("t.dat");
+    let f = f.to_str().unwrap();
+    run_json(&["--file", f, "--size", "16m", "--ios", "1"]);
+    let ev = d.join("ev.bin");
+    let r = json_of("trace", &["--file", f, "--ios", "20000", "--qd", "8", "--events-out", ev.to_str().unwrap()]);
+    assert!(std::fs::metadata(&ev).unwrap().len() > 80 * 10000, "the events file was written");
+    // None dirtied: no writeback section at all (it is there only when pages were dirtied).
+    assert!(r["writeback"].is_null(), "a direct read job dirtied pages: {}", r["writeback"]);
+}

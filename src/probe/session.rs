@@ -255,7 +255,9 @@ fn seed_maps(
             .update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)
             .context("excluding iopath's threads")?;
     }
-    for tgid in &opts.tree {
+    // Never iopath itself: `--pid 1`'s tree holds every process, iopath's own among them (its
+    // stderr writes were the whole report).
+    for tgid in opts.tree.iter().filter(|&&t| t != std::process::id()) {
         phases
             .maps
             .traced_tgids
