@@ -93,7 +93,6 @@ static __always_inline struct ring_state *ring_state(__u64 ring, bool create)
 }
 
 struct ring_look {
-	struct ring_state *rs;
 	__u64 ring;
 	__u64 now;
 	__u64 look_ts;
@@ -171,7 +170,6 @@ static __always_inline void ring_look_rs(struct ring_state *rs, __u64 ring, __u6
 
 		if (n > RING_MAX)
 			n = RING_MAX;
-		c.rs = rs;
 		c.ring = ring;
 		c.now = now;
 		c.look_ts = rs->look_ts;

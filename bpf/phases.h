@@ -9,8 +9,6 @@
 #define HIST_MAX_MSB 40
 #define HIST_SLOTS ((HIST_MAX_MSB - HIST_SUB_BITS + 2) * HIST_SUB)
 
-/* Completions one task can have posted and not yet reaped (per syscall exit). */
-#define REAP_MAX 256
 /* Bios of one request walked at completion (merged sequential I/O). */
 #define MAX_BIOS_PER_RQ 32
 /* iocbs claimed per io_submit and events reaped per io_getevents (bpf_loop bounds): a batch
@@ -147,7 +145,7 @@ enum counter {
 	C_BIOS_UNTAGGED = 0, /* ... whose application I/O could not be identified */
 	C_ISSUE_UNTRACKED,   /* rq_issue of a request with no tracked bio (other I/O) */
 	C_REAP_UNMATCHED,    /* reaped events with no tracked completion */
-	C_REAP_OVERFLOW,     /* posted completions beyond REAP_MAX before a reap */
+	C_REAP_OVERFLOW,     /* posted CQEs not parked (RING_MAX on a ring) */
 	C_INFLIGHT_FULL,     /* per-I/O table (ios) full: I/O not tracked */
 	C_DONE_FULL,	     /* unused since routes (kept: raw.json indexes) */
 	C_NVME_SETUP,	     /* nvme_setup_cmd seen for a tracked request */

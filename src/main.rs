@@ -95,15 +95,22 @@ fn check_command(cmd: &str) -> Result<()> {
     Ok(())
 }
 
+/// The exit status of a run a signal stopped (128 + signal, as a shell gives), said on stderr
+/// about `what` was kept; None when no signal stopped it.
+fn stopped_status(what: &str) -> Option<ExitCode> {
+    let sig = iopath::stop::signal()?;
+    let name = if sig == libc::SIGTERM { "SIGTERM" } else { "SIGINT" };
+    eprintln!("iopath: stopped by {name}: {what} is partial (exit status {})", 128 + sig);
+    Some(ExitCode::from((128 + sig) as u8))
+}
+
 /// How a run or trace ends once its report is out: stopped by a signal, its (partial) report is
 /// printed and the status is the shell's 128 + signal (130 SIGINT, 143 SIGTERM), so a script can
 /// tell; the generator's job that completed no I/O is an error naming why (a `--runtime 1ns` run
 /// had exited 0 with "0 I/Os"). `generator`: the bundled generator ran (not --pid or -- CMD).
 fn ending(rep: &report::Report, generator: bool) -> Result<ExitCode> {
-    if let Some(sig) = iopath::stop::signal() {
-        let name = if sig == libc::SIGTERM { "SIGTERM" } else { "SIGINT" };
-        eprintln!("iopath: stopped by {name}: the report above is partial (exit status {})", 128 + sig);
-        return Ok(ExitCode::from((128 + sig) as u8));
+    if let Some(code) = stopped_status("the report above") {
+        return Ok(code);
     }
     if generator && rep.ios == 0 {
         anyhow::bail!(
@@ -701,10 +708,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;
     print(|w| w.write_all(&out))?;
     // Stopped by a signal: what it kept is written, and the status says it is partial.
-    if let Some(sig) = iopath::stop::signal() {
-        return Ok(ExitCode::from((128 + sig) as u8));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(stopped_status("the sweep").unwrap_or(ExitCode::SUCCESS))
 }
 
 /// The report on stdout (text, or JSON for --json -), and with --json FILE also there: printed
