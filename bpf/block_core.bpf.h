@@ -160,15 +160,18 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 	if (end_io == targ_blkdev_end_io) {
 		struct blkdev_dio *dio = BPF_CORE_READ(bio, bi_private);
 
-		if (BPF_CORE_READ(dio, flags) & DIO_IS_SYNC)
+		if (blkdev_dio_is_sync(dio))
 			return (__u64)BPF_CORE_READ(dio, waiter);
 		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc, aio);
 	}
 	/* A block device's small sync direct I/O waits in submit_bio_wait on its own stack: the
 	 * waiter is the task submitting it. From a kworker (blk-throttle's release, dm-crypt's
 	 * workers) the owner cannot be told: not followed. */
+	/* Before 5.17 (core_fixes.bpf.h #21): the waiting task is in bi_private, any context. */
+	if (end_io == targ_blkdev_simple_end_io)
+		return (__u64)BPF_CORE_READ(bio, bi_private);
 	if (end_io == targ_bio_wait_end_io &&
-	    !(bpf_get_current_task_btf()->flags & (PF_WQ_WORKER | PF_IO_WORKER)))
+	    !(CURRENT_FLAGS() & (PF_WQ_WORKER | PF_IO_WORKER)))
 		return bpf_get_current_task();
 	return 0;
 }
@@ -204,7 +207,7 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 	if (s && s->r.submit_ts != l->start)
 		s = NULL;
 	if (release)
-		slot_release(&l->key);
+		links_release(l);
 	return s ? s : io_of_bio_derived(bio, &stacked);
 }
 
@@ -216,7 +219,6 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 {
 	struct aio_kiocb *aio;
-	struct task_struct *cur;
 	struct link_slot *l;
 	struct io_slot *s;
 	bool existed, stacked;
@@ -253,11 +255,10 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	/* The disk the application addressed (a stacked device's top, not its lower disks): for
 	 * top's rows and the events' device tracks only, a trace does not read it. */
 	if (targ_top || targ_events)
-		s->r.dev = BPF_CORE_READ(bio, bi_bdev, bd_dev);
+		s->r.dev = bio_devt(bio);
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
-	cur = bpf_get_current_task_btf();
-	if (cur->tgid != s->r.tgid && (cur->flags & PF_WQ_WORKER))
+	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != s->r.tgid && (CURRENT_FLAGS() & PF_WQ_WORKER))
 		s->r.mode |= RF_THROTTLED;
 	return true;
 }
@@ -325,7 +326,7 @@ static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 n
 
 	c.tracked = one_bio(first, now, complete, bytes);
 	if (next)
-		bpf_loop(MAX_BIOS_PER_RQ, walk_bio, &c, 0);
+		LOOP(MAX_BIOS_PER_RQ, MAX_BIOS_PER_RQ, walk_bio, &c);
 	return c.tracked;
 }
 
@@ -342,7 +343,7 @@ static __always_inline void on_bio_complete(struct bio *bio)
 	s = ios_find(l->io_key, l->disc);
 	if (s && s->r.submit_ts == l->start && (s->r.mode & RF_STACKED) && !s->top_end_ts)
 		s->top_end_ts = bpf_ktime_get_ns();
-	slot_release(&l->key);
+	links_release(l);
 }
 
 #endif /* IOPATH_BLOCK_CORE_BPF_H */

@@ -50,6 +50,17 @@
  * 15. A task's io (blkio) cgroup: task->cgroups->subsys[io_cgrp_id]->cgroup->kn->id, the
  *    cgroup directory's inode number in its hierarchy (v1 blkio or v2), u64 since 5.5;
  *    io_cgrp_id exists only with CONFIG_BLK_CGROUP (0 then: unknown).
+ * 18. enum req_op was enum req_opf before 6.0 ("block: introduce a type for request operations",
+ *    Bart Van Assche); the values did not change (REQ_OP_WRITE 1, REQ_OP_FLUSH 2 since 4.10).
+ * 19. A bio names its disk through bi_bdev from 5.12 (bi_disk and bi_partno before); a request
+ *    through q->disk from 5.14 (rq_disk before, gone in 5.17). Seen on Debian's 5.10.
+ * 20. blkdev_dio says a sync direct I/O in its flags (DIO_IS_SYNC) from 5.16, in an is_sync
+ *    bitfield before; io_kiocb held each opcode's state in a union whose `rw` member leads with
+ *    the kiocb before `cmd` (#9). Seen on Debian's 5.10.
+ * 21. A small sync direct I/O on a block device (__blkdev_direct_IO_simple) waited through
+ *    blkdev_bio_end_io_simple with the waiting task in bi_private until 5.17 ("block: use
+ *    submit_bio_wait ..."? the simple path moved to block/fops.c); since, through
+ *    submit_bio_wait's end_io (#17). Seen on Debian's 5.10.
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
@@ -71,24 +82,63 @@ static __always_inline __u64 io_req_user_data(struct io_kiocb *req)
 #define PF_IO_WORKER 0x00000010
 #define PF_WQ_WORKER 0x00000020
 
-static __always_inline __u64 io_kiocb_of_kiocb(struct kiocb *iocb)
+struct io_kiocb___rw {
+	struct io_rw rw;
+} __attribute__((preserve_access_index));
+
+/* Each layout in a subprogram of its own: a guarded offset computed inline was hoisted above its
+ * bpf_core_field_exists by clang, and the other layout's poisoned relocation ran (6.18 refused
+ * rq_issue_btf for io_kiocb___rw.rw). A call is never hoisted, and the verifier never walks a
+ * subprogram behind a branch it knows is dead. */
+static __noinline __u64 io_kiocb_of_kiocb_cmd(__u64 iocb)
 {
-	return (__u64)iocb - bpf_core_field_offset(struct io_kiocb, cmd) -
+	return iocb - bpf_core_field_offset(struct io_kiocb, cmd) -
 	       bpf_core_field_offset(struct io_rw, kiocb);
 }
 
+static __noinline __u64 io_kiocb_of_kiocb_rw(__u64 iocb)
+{
+	return iocb - bpf_core_field_offset(struct io_kiocb___rw, rw) -
+	       bpf_core_field_offset(struct io_rw, kiocb);
+}
+
+static __always_inline __u64 io_kiocb_of_kiocb(struct kiocb *iocb)
+{
+	if (bpf_core_field_exists(((struct io_kiocb *)0)->cmd))
+		return io_kiocb_of_kiocb_cmd((__u64)iocb);
+	/* #20 */
+	if (bpf_core_field_exists(((struct io_kiocb___rw *)0)->rw))
+		return io_kiocb_of_kiocb_rw((__u64)iocb);
+	return 0;
+}
+
+struct blkdev_dio___old {
+	bool is_sync : 1;
+} __attribute__((preserve_access_index));
+
+/* #20 */
+static __always_inline bool blkdev_dio_is_sync(struct blkdev_dio *dio)
+{
+	if (bpf_core_field_exists(dio->flags))
+		return BPF_CORE_READ(dio, flags) & DIO_IS_SYNC;
+	return BPF_CORE_READ_BITFIELD_PROBED((struct blkdev_dio___old *)dio, is_sync);
+}
+
 #define REQ_OP_MASK_BITS 0xff
+/* #18: the value of REQ_OP_<name> (its value before 6.0 if enum req_op is absent). */
+#define REQ_OP_VALUE(name, old)                                                                    \
+	(bpf_core_enum_value_exists(enum req_op, name) ? bpf_core_enum_value(enum req_op, name) : (old))
 
 static __always_inline bool bio_is_flush(__u32 opf)
 {
-	return (opf & REQ_OP_MASK_BITS) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH) ||
+	return (opf & REQ_OP_MASK_BITS) == REQ_OP_VALUE(REQ_OP_FLUSH, 2) ||
 	       (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)));
 }
 
 /* 1: a cache flush request, 2: a FUA write, 0: neither. */
 static __always_inline int rq_flush_kind(__u32 opf)
 {
-	if ((opf & REQ_OP_MASK_BITS) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH))
+	if ((opf & REQ_OP_MASK_BITS) == REQ_OP_VALUE(REQ_OP_FLUSH, 2))
 		return 1;
 	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
 		return 2;
@@ -132,6 +182,44 @@ static __always_inline struct dentry *dentry_of_alias(void *alias)
 	if (bpf_core_field_exists(((struct dentry___new *)0)->d_alias))
 		return alias - bpf_core_field_offset(struct dentry___new, d_alias);
 	return alias - bpf_core_field_offset(struct dentry, d_u.d_alias);
+}
+
+struct bio___old {
+	struct gendisk *bi_disk;
+	__u8 bi_partno;
+} __attribute__((preserve_access_index));
+
+struct request___old {
+	struct gendisk *rq_disk;
+} __attribute__((preserve_access_index));
+
+/* The disk a bio goes to (#19). */
+static __always_inline struct gendisk *bio_disk(struct bio *bio)
+{
+	if (bpf_core_field_exists(bio->bi_bdev))
+		return BPF_CORE_READ(bio, bi_bdev, bd_disk);
+	return BPF_CORE_READ((struct bio___old *)bio, bi_disk);
+}
+
+/* The device number a bio goes to, the kernel's dev_t (major << 20 | minor) (#19). */
+static __always_inline __u32 bio_devt(struct bio *bio)
+{
+	struct bio___old *old = (void *)bio;
+	struct gendisk *disk;
+
+	if (bpf_core_field_exists(bio->bi_bdev))
+		return BPF_CORE_READ(bio, bi_bdev, bd_dev);
+	disk = BPF_CORE_READ(old, bi_disk);
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) |
+	       (BPF_CORE_READ(disk, first_minor) + BPF_CORE_READ(old, bi_partno));
+}
+
+/* The disk of a request (#19); `btf`: rq is a BTF pointer (plain loads). */
+static __always_inline struct gendisk *rq_disk(struct request *rq, bool btf)
+{
+	if (bpf_core_field_exists(((struct request_queue *)0)->disk))
+		return btf ? rq->q->disk : BPF_CORE_READ(rq, q, disk);
+	return BPF_CORE_READ((struct request___old *)rq, rq_disk);
 }
 
 #endif /* IOPATH_CORE_FIXES_BPF_H */

@@ -102,11 +102,11 @@ struct ring_look {
 			* follows a stack counter's every value through the callback) */
 };
 
-/* The CQE at FIFO number first + i: taken (closed, freed), still there (stop: the ring is FIFO),
- * or already closed by a concurrent look (skipped). */
-static long ring_take_one(__u64 i, struct ring_look *c)
+/* The CQE at FIFO number pos: taken (closed, freed: 0), still there (1: stop, the ring is FIFO),
+ * or already closed by a concurrent look (skipped: 0). */
+static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64 now, __u64 look_ts)
 {
-	__u64 key = ring_key(c->ring, c->first + (__u32)i);
+	__u64 key = ring_key(ring, pos);
 	struct io_slot *p = ios_find(key, POSTED_DISC);
 	struct io_record r;
 	__u32 idx;
@@ -115,20 +115,37 @@ static long ring_take_one(__u64 i, struct ring_look *c)
 	if (!p)
 		return 0;
 	idx = p->cq_tail - (cq_reserve_after_tp ? 0 : 1);
-	if ((__s32)(c->head - idx) <= 0) {
-		c->stopped = 1;
+	if ((__s32)(head - idx) <= 0)
 		return 1;
-	}
 	r = p->r;
-	if (__sync_val_compare_and_swap(&p->key, key, 0) != key)
+	if (!ios_take(p, key))
 		return 0;
-	lo = c->look_ts > r.posted_ts ? c->look_ts : r.posted_ts;
+	lo = look_ts > r.posted_ts ? look_ts : r.posted_ts;
 	r.reap_ts = lo;
 	/* Its count is the number of CQEs bounded: no counter of its own. */
-	record(PH_RING, c->now - lo);
+	record(PH_RING, now - lo);
 	io_close(&r, false);
 	return 0;
 }
+
+#ifdef IOPATH_COMPAT
+/* A global function, checked once by the verifier (as aio_claim_g in phases.bpf.c). */
+__noinline int ring_take_g(__u64 ring, __u64 pos_head, __u64 now, __u64 look_ts)
+{
+	return ring_take_at(ring, (__u32)pos_head, pos_head >> 32, now, look_ts);
+}
+
+/* CQEs closed per look at most (the modern build: RING_MAX); the rest wait for the next look. */
+#define RING_BATCH_MAX 256
+#else
+static long ring_take_one(__u64 i, struct ring_look *c)
+{
+	if (!ring_take_at(c->ring, c->first + (__u32)i, c->head, c->now, c->look_ts))
+		return 0;
+	c->stopped = 1;
+	return 1;
+}
+#endif
 
 /* A look at the ring's CQ head at `now`: closes every CQE it finds taken. Not at a thread's
  * last switch (PF_EXITING): its files, the ring's with them, may be gone by then. CQEs no look
@@ -176,7 +193,20 @@ static __always_inline void ring_look_rs(struct ring_state *rs, __u64 ring, __u6
 		c.first = rs->first;
 		c.head = head;
 		c.stopped = 0;
+#ifdef IOPATH_COMPAT
+		for (done = 0; done < RING_BATCH_MAX && done < n;) {
+			int stop = ring_take_g(ring, (c.first + (__u32)done) | ((__u64)head << 32), now,
+					       c.look_ts);
+
+			done++;
+			if (stop) {
+				c.stopped = 1;
+				break;
+			}
+		}
+#else
 		done = bpf_loop(n, ring_take_one, &c, 0);
+#endif
 		/* bpf_loop counts the iteration that stopped. */
 		first = c.first + (__u32)done - (c.stopped ? 1 : 0);
 		if ((__s32)(first - rs->first) > 0 && (__s32)(rs->tail - first) >= 0)

@@ -271,7 +271,7 @@ static __always_inline bool io_close_slot(struct io_slot *s, __u64 now, bool alo
 	io_route_subphases(s);
 	s->r.reap_ts = now;
 	closed = io_close(&s->r, alone);
-	slot_release(&s->key);
+	ios_release(s);
 	return closed;
 }
 

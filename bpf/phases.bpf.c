@@ -17,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "phases.h"
+#include "compat.bpf.h"
 
 /* Process to trace; 0 = every process. */
 const volatile __u32 targ_tgid = 0;
@@ -46,6 +47,7 @@ const volatile __u64 targ_iomap_end_io = 0;
 const volatile __u64 targ_blkdev_end_io = 0;
 const volatile __u64 targ_blkdev_end_io_async = 0;
 const volatile __u64 targ_bio_wait_end_io = 0;
+const volatile __u64 targ_blkdev_simple_end_io = 0;
 const volatile __u64 targ_chain_end_io = 0;
 const volatile __u64 targ_aio_complete = 0;
 /* ... and the stacked devices' clones (module symbols; 0 where the module is not loaded). */
@@ -54,6 +56,9 @@ const volatile __u64 targ_crypt_end_io = 0;
 const volatile __u64 targ_raid1_read_end_io = 0;
 const volatile __u64 targ_raid1_write_end_io = 0;
 const volatile __u64 targ_md_clone_end_io = 0;
+
+/* block_bio_queue(request_queue, bio): kernels before 5.11 (hooks.rs, from the kernel's BTF). */
+const volatile bool targ_bio_queue_q = false;
 
 /* Set by userspace once every link is attached, so attach order cannot skew counts. */
 volatile __u32 enabled = 0;
@@ -121,6 +126,26 @@ struct {
 	__type(key, int);
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
+
+/* The compat build's per-thread state (compat.bpf.h), by thread id: an LRU bounds what threads
+ * that never reach exit leave behind. Userspace sizes it to one entry in the modern build and
+ * does not create task_ctxs in the compat one. */
+#define TASK_CTX_TIDS 2048
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TASK_CTX_TIDS);
+	__type(key, __u32);
+	__type(value, struct task_ctx);
+} task_ctx_tids SEC(".maps");
+
+/* All zeros: the compat build's new task_ctx is copied from here (a value this size does not fit
+ * the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct task_ctx);
+} task_ctx_zero SEC(".maps");
 
 /* System calls of the traced threads, by number (x86_64). */
 struct {
@@ -190,7 +215,10 @@ static __always_inline void busy_advance(struct disk_busy *d, __u64 now)
 
 static __always_inline void busy_read(__u64 disk, __u64 now, __u64 out[3])
 {
-	struct disk_busy *d = disk ? bpf_map_lookup_elem(&disk_busy, &disk) : NULL;
+	/* The compat build keeps no integrals: 5.10's tracing programs cannot take bpf_spin_lock,
+	 * and an unlocked count left off by one race would misattribute every later block. A sync
+	 * call's blocked time stays unsplit there ("waited"). */
+	struct disk_busy *d = disk && !IOPATH_COMPAT_BUILD ? bpf_map_lookup_elem(&disk_busy, &disk) : NULL;
 
 	if (!d) {
 		out[0] = out[1] = out[2] = 0;
@@ -208,7 +236,7 @@ static __always_inline void busy_read(__u64 disk, __u64 now, __u64 out[3])
  * commit's duration when one ended, else 0. */
 static __always_inline __u64 busy_change(__u64 disk, bool commit, int delta)
 {
-	struct disk_busy *d = bpf_map_lookup_elem(&disk_busy, &disk);
+	struct disk_busy *d = IOPATH_COMPAT_BUILD ? NULL : bpf_map_lookup_elem(&disk_busy, &disk);
 	__u64 now = bpf_ktime_get_ns(), took = 0;
 
 	if (!d)
@@ -274,8 +302,44 @@ static __always_inline bool traced(__u32 tgid)
 
 static __always_inline struct task_ctx *task_ctx(bool create)
 {
+#ifdef IOPATH_COMPAT
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
+	struct task_ctx *t = bpf_map_lookup_elem(&task_ctx_tids, &tid);
+
+	if (t || !create)
+		return t;
+	t = bpf_map_lookup_elem(&task_ctx_zero, &zero);
+	if (!t)
+		return NULL;
+	bpf_map_update_elem(&task_ctx_tids, &tid, t, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&task_ctx_tids, &tid);
+#else
 	return bpf_task_storage_get(&task_ctxs, bpf_get_current_task_btf(), 0,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+#endif
+}
+
+/* Another task's context (a BTF task pointer: tp_btf's arguments), never created here. */
+static __always_inline struct task_ctx *task_ctx_of(struct task_struct *p)
+{
+#ifdef IOPATH_COMPAT
+	__u32 tid = p->pid;
+
+	return bpf_map_lookup_elem(&task_ctx_tids, &tid);
+#else
+	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
+#endif
+}
+
+/* The calling thread exits: task storage goes with it, the compat build's entry is dropped so a
+ * recycled thread id starts clean. */
+static __always_inline void task_ctx_exit(void)
+{
+#ifdef IOPATH_COMPAT
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&task_ctx_tids, &tid);
+#endif
 }
 
 /* ---- files: what an fd or a request's file is ---- */
@@ -305,13 +369,14 @@ enum pc_family { PC_NONE = 0, PC_READ = 1, PC_WRITE = 2, PC_SYNC = 3, PC_COPY = 
  * 427 ns on a cached buffered read (scripts/bench-overhead.sh cached, --prog-stats). */
 static __always_inline struct file *fd_file(__u64 fd, bool btf)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct fdtable *fdt = btf ? cur->files->fdt : BPF_CORE_READ(cur, files, fdt);
+	struct task_struct *cur = CURRENT_TASK();
+	bool b = btf && TASK_BTF;
+	struct fdtable *fdt = b ? cur->files->fdt : BPF_CORE_READ(cur, files, fdt);
 	struct file **fds, *f = NULL;
 
-	if (!fdt || fd >= RQ_READ(btf, fdt, max_fds))
+	if (!fdt || fd >= RQ_READ(b, fdt, max_fds))
 		return NULL;
-	fds = RQ_READ(btf, fdt, fd);
+	fds = RQ_READ(b, fdt, fd);
 	if (bpf_core_read(&f, sizeof(f), &fds[fd & 0xfffff]))
 		return NULL;
 	return f;
@@ -381,7 +446,6 @@ static __always_inline bool uring_rw_opcode(__u8 op)
 static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct task_struct *cur;
 	struct task_ctx *t;
 	struct io_slot *s;
 	__u64 now, start;
@@ -396,10 +460,9 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 		mode |= RF_WRITE;
 	now = bpf_ktime_get_ns();
 	start = now;
-	cur = bpf_get_current_task_btf();
 	/* --lean: no syscall hook set in_submit. */
 	t = targ_lean ? NULL : task_ctx(false);
-	if (cur->flags & PF_IO_WORKER) {
+	if (CURRENT_FLAGS() & PF_IO_WORKER) {
 		/* The SQ thread (io-wq workers issue, they do not submit SQEs). An SQPOLL
 		 * application may never enter the kernel (fio spins on its CQ ring): the SQ thread
 		 * picking up its next SQE is the look that finds the CQEs it took before writing it
@@ -463,7 +526,6 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 	 */
 	__u64 ring = (__u64)BPF_CORE_READ(req, ctx);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct task_struct *cur;
 	struct task_ctx *t;
 	struct io_slot *s;
 	__u64 now;
@@ -493,8 +555,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		if (t && t->in_submit && t->enter_ts == s->r.submit_ts)
 			s->r.mode |= RF_INLINE;
 	}
-	cur = bpf_get_current_task_btf();
-	if (targ_lean || (targ_app_stamp && (cur->flags & PF_IO_WORKER))) {
+	if (targ_lean || (targ_app_stamp && (CURRENT_FLAGS() & PF_IO_WORKER))) {
 		s->r.mode |= RF_NO_REAP;
 		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
@@ -509,7 +570,7 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 	io_route_subphases(s);
 	if (!ring_park(ring, s, now))
 		count(C_REAP_OVERFLOW, 1);
-	slot_release(&s->key);
+	ios_release(s);
 	return 0;
 }
 
@@ -564,14 +625,14 @@ static long aio_ctx_one(__u64 i, struct aio_ctx_find *c)
 
 static __always_inline __u32 aio_disc(__u64 ctx_id)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_struct *cur = CURRENT_TASK();
 	struct kioctx_table *tbl = BPF_CORE_READ(cur, mm, ioctx_table);
 	struct aio_ctx_find c = {.tbl = tbl, .ctx_id = ctx_id};
 
 	if (!tbl)
 		return 0;
 	c.nr = BPF_CORE_READ(tbl, nr);
-	bpf_loop(AIO_MAX_CTX, aio_ctx_one, &c, 0);
+	LOOP(AIO_MAX_CTX, AIO_MAX_CTX, aio_ctx_one, &c);
 	return c.found;
 }
 
@@ -611,9 +672,40 @@ static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
 	/* Not submitted after all (io_submit returned fewer): nothing will reap it. */
 	s = ios_find(iocb, c->disc);
 	if (s)
-		slot_release(&s->key);
+		ios_release(s);
 	return 0;
 }
+
+#ifdef IOPATH_COMPAT
+/*
+ * The compat build calls these global functions in a loop: the verifier checks a global function
+ * once, a static one once per iteration, and a loop of 128 over aio_claim_one overran its 8192
+ * pending jumps (6.18 and 5.10 alike). Scalars only: 5.10 passes nothing else to them.
+ */
+__noinline int aio_claim_g(__u64 iocbs, __u64 i, __u64 start, __u64 disc_tgid, __u32 release)
+{
+	struct aio_claim_ctx c = {
+		.iocbs = (__u64 *)iocbs,
+		.start = start,
+		.disc = (__u32)disc_tgid,
+		.tgid = disc_tgid >> 32,
+		.release = release,
+	};
+
+	return aio_claim_one(i, &c);
+}
+
+#define AIO_CLAIM_EACH(n, c)                                                                       \
+	({                                                                                         \
+		__u32 __i, __n = (n);                                                              \
+		for (__i = 0; __i < AIO_BATCH_MAX && __i < __n; __i++)                             \
+			if (aio_claim_g((__u64)(c).iocbs, __i, (c).start,                          \
+					(c).disc | ((__u64)(c).tgid << 32), (c).release))          \
+				break;                                                             \
+	})
+#else
+#define AIO_CLAIM_EACH(n, c) bpf_loop(n, aio_claim_one, &(c), 0)
+#endif
 
 /* The kioctx of ctx_id for this task, looked up once per context (a thread keeps using its). */
 static __always_inline __u32 task_aio_disc(struct task_ctx *t, __u64 ctx_id)
@@ -634,8 +726,8 @@ static __always_inline int on_aio_submit_enter(struct task_ctx *t, __u64 ctx_id,
 	c.disc = task_aio_disc(t, ctx_id);
 	/* (--lean aio attaches no sys_enter: its requests are claimed at their bios.) */
 	t->aio_iocbs = iocbs;
-	t->aio_nr = nr < MAX_AIO_EVENTS ? nr : MAX_AIO_EVENTS;
-	bpf_loop(t->aio_nr, aio_claim_one, &c, 0);
+	t->aio_nr = nr < AIO_BATCH_MAX ? nr : AIO_BATCH_MAX;
+	AIO_CLAIM_EACH(t->aio_nr, c);
 	return 0;
 }
 
@@ -654,11 +746,38 @@ static __always_inline int on_aio_submit_exit(long ret)
 		c.iocbs = (__u64 *)t->aio_iocbs + done;
 		c.disc = t->aio_disc;
 		c.release = true;
-		bpf_loop(t->aio_nr - done, aio_claim_one, &c, 0);
+		AIO_CLAIM_EACH(t->aio_nr - done, c);
 	}
 	return 0;
 }
 
+/* Reaps the i-th event of a user io_event array: 1 closed, 0 not followed, -1 unreadable. */
+static __always_inline int aio_reap_at(struct io_event *events, __u64 i, __u64 now, __u32 disc)
+{
+	struct io_slot *s;
+	__u64 obj;
+
+	if (bpf_probe_read_user(&obj, sizeof(obj), &events[i].obj)) {
+		count(C_USER_UNREADABLE, 1);
+		return -1;
+	}
+	s = ios_find(obj, disc);
+	if (!s) {
+		count(C_REAP_UNMATCHED, 1);
+		return 0;
+	}
+	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
+	 * device completion path and has no tracepoint of its own. */
+	return io_close_slot(s, now, false);
+}
+
+#ifdef IOPATH_COMPAT
+/* (As aio_claim_g.) */
+__noinline int aio_reap_g(__u64 events, __u64 i, __u64 now, __u32 disc)
+{
+	return aio_reap_at((struct io_event *)events, i, now, disc);
+}
+#else
 struct aio_reap_ctx {
 	struct task_ctx *t;
 	struct io_event *events;
@@ -668,23 +787,14 @@ struct aio_reap_ctx {
 
 static long aio_reap_one(__u64 i, struct aio_reap_ctx *c)
 {
-	struct io_slot *s;
-	__u64 obj;
+	int r = aio_reap_at(c->events, i, c->now, c->disc);
 
-	if (bpf_probe_read_user(&obj, sizeof(obj), &c->events[i].obj)) {
-		count(C_USER_UNREADABLE, 1);
+	if (r < 0)
 		return 1;
-	}
-	s = ios_find(obj, c->disc);
-	if (!s) {
-		count(C_REAP_UNMATCHED, 1);
-		return 0;
-	}
-	/* aio posts inside the bio's end_io, right after block_rq_complete: posting is part of the
-	 * device completion path and has no tracepoint of its own. */
-	c->t->closed += io_close_slot(s, c->now, false);
+	c->t->closed += r;
 	return 0;
 }
+#endif
 
 /* --lean aio: the request's first bio, queued by the generator's thread. The aio_data the kernel
  * copied into the request holds the generator's slot and stamp; the slot's clock, when the
@@ -714,20 +824,36 @@ static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
 static __always_inline int on_getevents_exit(long ret)
 {
 	struct task_ctx *t = task_ctx(false);
-	struct aio_reap_ctx c;
+	__u64 now;
 
 	if (!t)
 		return 0;
 	t->in_sys = 0;
 	if (!t->aio_events || ret <= 0)
 		return 0;
-	c.events = (struct io_event *)t->aio_events;
-	c.now = bpf_ktime_get_ns();
-	c.disc = t->aio_disc;
-	c.t = t;
+	now = bpf_ktime_get_ns();
 	t->closed = 0;
-	bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
-	record_reap_batch(c.now, t->closed);
+#ifdef IOPATH_COMPAT
+	for (__u32 i = 0; i < AIO_BATCH_MAX && i < ret; i++) {
+		int r = aio_reap_g(t->aio_events, i, now, t->aio_disc);
+
+		if (r < 0)
+			break;
+		t->closed += r;
+	}
+#else
+	{
+		struct aio_reap_ctx c = {
+			.events = (struct io_event *)t->aio_events,
+			.now = now,
+			.disc = t->aio_disc,
+			.t = t,
+		};
+
+		bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);
+	}
+#endif
+	record_reap_batch(now, t->closed);
 	return 0;
 }
 
@@ -1009,6 +1135,7 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id, bool btf)
 		/* The last look: the CQEs it took after its last io_uring_enter (fio's final reap),
 		 * while its ring is still there (its files close later in do_exit). */
 		ring_look(t->ring, bpf_ktime_get_ns());
+		task_ctx_exit();
 		return 0;
 	}
 	if (!io_syscall(id))
@@ -1199,7 +1326,7 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 
 		in_sys = false;
 		if (!t->disk) {
-			t->disk = (__u64)BPF_CORE_READ(bio, bi_bdev, bd_disk);
+			t->disk = (__u64)bio_disk(bio);
 			if (btf && t->buffered != PC_READ)
 				busy_follow(t->disk);
 		}
@@ -1315,18 +1442,33 @@ int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
 	return 0;
 }
 
+/* The bio is block_bio_queue's first argument from 5.11, its second before (request_queue, bio):
+ * one load or the other, never a computed offset, which the verifier refuses on a context. */
+static __always_inline struct bio *bio_queue_arg(unsigned long long *ctx)
+{
+	struct bio *bio;
+
+	if (targ_bio_queue_q) {
+		bio = (struct bio *)ctx[1];
+		barrier_var(bio);
+	} else {
+		bio = (struct bio *)ctx[0];
+	}
+	return bio;
+}
+
 SEC("tp_btf/block_bio_queue")
-int BPF_PROG(bio_queue_btf, struct bio *bio)
+int bio_queue_btf(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
-	return bio_queue(bio, true);
+	return bio_queue(bio_queue_arg(ctx), true);
 }
 
 SEC("raw_tp/block_bio_queue")
-int BPF_PROG(bio_queue_raw, struct bio *bio)
+int bio_queue_raw(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
-	return bio_queue(bio, false);
+	return bio_queue(bio_queue_arg(ctx), false);
 }
 
 static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)
@@ -1354,7 +1496,7 @@ static __always_inline int rq_issue(struct request *rq, bool btf)
 	/* The disk's flushes and FUA writes (a flush request has no bio). Needs the lock: tp_btf
 	 * only, and the constant flag drops it from raw_tp programs. */
 	if (btf && rq_flush_kind(rq->cmd_flags))
-		busy_change((__u64)rq->q->disk, false, 1);
+		busy_change((__u64)rq_disk(rq, true), false, 1);
 	bio = RQ_READ(btf, rq, bio);
 	if (!bio)
 		return 0;
@@ -1393,7 +1535,7 @@ static __always_inline int rq_complete(struct request *rq, unsigned int nr_bytes
 	wb_rq_complete(rq, RQ_READ(btf, rq, cmd_flags), now);
 	if (btf) {
 		int kind = rq_flush_kind(rq->cmd_flags);
-		__u64 disk = (__u64)rq->q->disk;
+		__u64 disk = (__u64)rq_disk(rq, true);
 
 		if (kind && bpf_map_lookup_elem(&disk_busy, &disk)) {
 			busy_change(disk, false, -1);
@@ -1470,7 +1612,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	now = bpf_ktime_get_ns();
 	if (traced_thread(prev)) {
 		count(preempt ? C_CTX_INVOLUNTARY : C_CTX_VOLUNTARY, 1);
-		t = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
+		t = task_ctx_of(prev);
 		if (t && t->in_sys && t->buffered) {
 			if (preempt) {
 				t->in_preempt_ts = now;
@@ -1493,7 +1635,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			ring_look(t->ring, now);
 	}
 	if (traced_thread(next)) {
-		t = bpf_task_storage_get(&task_ctxs, next, 0, 0);
+		t = task_ctx_of(next);
 		if (t && t->block_ts) {
 			/* Blocked, and its wakeup not seen (woken before tracing began). */
 			pc_blocked(t, now);
@@ -1536,7 +1678,7 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 
 	if (!enabled || !traced_thread(p))
 		return 0;
-	t = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	t = task_ctx_of(p);
 	if (!t)
 		return 0;
 	t->wake_ts = bpf_ktime_get_ns();

@@ -348,7 +348,7 @@ struct link_slot {
 	__u64 io_key; /* the io_slot's key ... */
 	__u64 start;  /* ... and its r.submit_ts, which a reused io_kiocb would not share */
 	__u32 disc;
-	__u32 pad;
+	__u32 idx; /* its own index in the table (the compat build frees it by index) */
 };
 
 /*
@@ -368,7 +368,7 @@ struct io_slot {
 	struct io_record r;
 	__u32
 	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
-	__u32 pad;
+	__u32 idx; /* its own index in the table (the compat build frees it by index) */
 };
 
 /*

@@ -10,11 +10,13 @@
  * Keys are kernel (or user) addresses, never 0: 0 marks a free slot. A key is claimed by the one
  * context that creates the I/O state and released by the one that consumes it, so a slot
  * never has two writers; the cmpxchg only settles two different keys racing for a free slot.
+ * Kernels without BPF atomics claim through a hash of held slot indexes instead (compat.bpf.h).
  */
 #ifndef IOPATH_SLOTS_BPF_H
 #define IOPATH_SLOTS_BPF_H
 
 #include "phases.h"
+#include "compat.bpf.h"
 
 /* Linear probing this far; beyond it the I/O is counted as dropped, never tracked wrongly. */
 #define SLOT_PROBES 4
@@ -34,14 +36,9 @@ static __always_inline __u32 slot_index(__u64 key, __u32 tgid, __u32 i)
 	return ((__u32)((h * 0x9E3779B97F4A7C15ULL) >> (64 - SLOT_BITS)) + i) & (NR_SLOTS - 1);
 }
 
-/* Frees a slot after its value was read: xchg orders the reads before the release. */
-static __always_inline void slot_release(__u64 *key)
-{
-	__sync_lock_test_and_set(key, 0);
-}
-
-/* Defines NAME_find(key, tgid) and NAME_claim(key, tgid, &existed) over the array map NAME of
- * SLOT values; MATCH(s, key, tgid) says whether slot s holds that key. */
+/* Defines NAME_find(key, tgid), NAME_claim(key, tgid, &existed), NAME_release(s) and
+ * NAME_take(s, key) over the array map NAME of SLOT values (a SLOT has `key` and its own `idx`);
+ * MATCH(s, key, tgid) says whether slot s holds that key. */
 #define SLOT_TABLE(NAME, SLOT, MATCH)                                                              \
 	struct {                                                                                   \
 		__uint(type, BPF_MAP_TYPE_ARRAY);                                                  \
@@ -52,6 +49,14 @@ static __always_inline void slot_release(__u64 *key)
 		__type(key, __u32);                                                                \
 		__type(value, struct SLOT);                                                        \
 	} NAME SEC(".maps");                                                                       \
+                                                                                                   \
+	/* The claimed slots' indexes: the compat build's claims (one entry, unused, otherwise). */ \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_HASH);                                                   \
+		__uint(max_entries, NR_SLOTS);                                                     \
+		__type(key, __u32);                                                                \
+		__type(value, __u8);                                                               \
+	} NAME##_held SEC(".maps");                                                                \
                                                                                                    \
 	static __always_inline struct SLOT *NAME##_find(__u64 key, __u32 tgid)                     \
 	{                                                                                          \
@@ -78,7 +83,7 @@ static __always_inline void slot_release(__u64 *key)
 		for (i = 0; i < SLOT_PROBES; i++) {                                                \
 			idx = slot_index(key, tgid, i);                                            \
 			s = bpf_map_lookup_elem(&NAME, &idx);                                      \
-			if (s && !s->key && __sync_val_compare_and_swap(&s->key, 0, key) == 0)     \
+			if (s && !s->key && slot_take_free(&NAME##_held, &s->key, &s->idx, idx, key)) \
 				return s;                                                          \
 		}                                                                                  \
 		return NULL;                                                                       \
@@ -92,6 +97,18 @@ static __always_inline void slot_release(__u64 *key)
 		if (s)                                                                             \
 			return s;                                                                  \
 		return NAME##_claim_free(key, tgid);                                               \
+	}                                                                                          \
+                                                                                                   \
+	/* Frees a slot after its values were read. */                                             \
+	static __always_inline void NAME##_release(struct SLOT *s)                                 \
+	{                                                                                          \
+		slot_give(&NAME##_held, &s->key, s->idx, s->key);                                  \
+	}                                                                                          \
+                                                                                                   \
+	/* Frees a slot if it still holds key: true for the one context that freed it. */          \
+	static __always_inline bool NAME##_take(struct SLOT *s, __u64 key)                         \
+	{                                                                                          \
+		return slot_give(&NAME##_held, &s->key, s->idx, key);                              \
 	}
 
 #endif /* IOPATH_SLOTS_BPF_H */

@@ -203,6 +203,9 @@ pub struct TraceSummary {
     /// Features the kernel could not give this trace, each with its reason (the rest ran).
     #[serde(default)]
     pub features_off: Vec<crate::model::FeatureOff>,
+    /// The build of the phases object that ran: "modern", or "compat" (kernels before 5.17).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bpf_build: String,
     /// `--events`: records received (one per reaped I/O), when on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<u64>,
@@ -836,6 +839,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         hw_queues: hw_queues(&raw.hw_queues),
         probes: raw.probes.clone(),
         features_off: raw.features_off.clone(),
+        bpf_build: raw.bpf_build.clone(),
         events: raw.events_received,
         routes: routes(raw, direct + upc_n),
         syscalls,

@@ -41,6 +41,8 @@ pub struct Doctor {
     /// What `iopath trace` will attach on this kernel, and how (hook, kind), as carried out by
     /// the dry run: loaded and attached for real.
     pub trace_plan: Vec<(String, String)>,
+    /// The build of the phases object this kernel loads (bpf/compat.bpf.h).
+    pub bpf_build: hooks::Flavour,
     /// Every feature: on, or off with the kernel's reason.
     pub features: Vec<FeatureState>,
     /// Whether the default trace's programs were loaded and attached here (the dry run), and
@@ -80,7 +82,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if tfs.is_none() {
         facts.unseen.push("tracepoints: tracefs could not be read".into());
     }
-    let planned = hooks::plan(&facts, &hooks::Options::default());
+    let planned = hooks::plan(&facts, &hooks::Options { force_compat: hooks::force_compat(), ..Default::default() });
     let tracepoints: Vec<TracepointStatus> = if tfs.is_some() {
         planned
             .hooks
@@ -170,6 +172,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         nvme_poll_queues: sysconf::nvme_poll_queues(roots),
         iommu,
         trace_plan,
+        bpf_build: plan.flavour,
         features: plan.features.clone(),
         dry_run,
         facts,
@@ -225,6 +228,7 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             ""
         }
     )?;
+    writeln!(w, "  BPF build   {}", d.bpf_build.name())?;
     writeln!(w, "\n  attach kinds (each loaded and attached for real):")?;
     for a in &d.attach {
         match &a.error {

@@ -338,6 +338,9 @@ pub struct RawTrace {
     /// Features off on this kernel (the rest of the trace ran without them).
     #[serde(default)]
     pub features_off: Vec<FeatureOff>,
+    /// The build of the phases object loaded: "modern", or "compat" (bpf/compat.bpf.h).
+    #[serde(default)]
+    pub bpf_build: String,
     /// Tracked bios never seen completing (left in the in-flight map).
     pub stuck_inflight: u64,
     /// Completed I/Os never seen posted or reaped.

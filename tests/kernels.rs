@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use iopath::probe::facts::KernelFacts;
 use iopath::probe::features::routes;
-use iopath::probe::hooks::{kernel_table, plan, Choice, Feature, Options};
+use iopath::probe::hooks::{kernel_table, plan, Choice, Feature, Flavour, Options};
 
 const KERNELS: &[(&str, &str)] = &[
     ("5.10", "5.10"),
@@ -43,21 +43,36 @@ fn every_matrix_kernel_has_a_recording() {
 }
 
 #[test]
-fn on_5_10_the_trace_is_refused_with_every_missing_bpf_feature_named() {
-    let p = plan(&facts("5.10"), &Options::default());
-    let why = p.fatal().expect("5.10 cannot run the phases programs");
-    for need in [
-        "bpf_loop (5.17+)",
-        "task_storage (5.11+)",
-        "atomics (cmpxchg, xchg) (5.12+)",
-        "bpf_get_current_task_btf (5.11+)",
-    ] {
-        assert!(why.contains(need), "{why}");
+fn on_5_10_the_compat_build_traces_and_io_uring_is_named_off() {
+    let k = facts("5.10");
+    let p = plan(&k, &Options::default());
+    // No bpf_loop, BPF atomics or task storage: the compat build (bpf/compat.bpf.h).
+    assert_eq!(p.flavour, Flavour::Compat);
+    assert!(p.fatal().is_none(), "{:?}", p.fatal());
+    for f in [Feature::BlockCore, Feature::Syscalls, Feature::ContextSwitches, Feature::RunQueue] {
+        assert!(p.is_on(f), "5.10: {f} off: {:?}", p.state(f).why);
     }
+    // block_bio_queue(request_queue, bio): the bio is the second argument there.
+    assert!(p.bio_queue_q);
+    // io_uring_complete(ctx, user_data, res, cflags) names no request: nothing to follow.
+    let u = p.state(Feature::Uring);
+    assert!(!u.on && u.why.as_deref().unwrap().contains("hands over no request"), "{u:?}");
     // The NVMe tracepoints need module BTF for tp_btf: 5.10 has none (doctor said "tp_btf
-    // (module BTF)" there before).
+    // (module BTF)" there before); so does fexit on nvme_queue_rq: the doorbell is a kprobe.
     let nvme = p.state(Feature::NvmeSplit);
     assert!(!nvme.on && nvme.why.as_deref().unwrap().contains("no BTF"), "{nvme:?}");
+    let db = p.hooks.iter().find(|h| h.name == "kprobe:nvme_queue_rq").unwrap();
+    assert!(matches!(db.choice, Choice::Load { .. }), "{db:?}");
+    // Every later kernel of the matrix takes the modern build, and none has the old prototypes.
+    for v in ["6.1", "6.12", "6.18", "7.2", "7.3"] {
+        let p = plan(&facts(v), &Options::default());
+        assert_eq!(p.flavour, Flavour::Modern, "{v}");
+        assert!(!p.bio_queue_q && p.is_on(Feature::Uring), "{v}");
+    }
+    // Forced (IOPATH_BPF_BUILD=compat, how the build host tests it), a modern kernel loads it too.
+    let forced = plan(&facts("6.18"), &Options { force_compat: true, ..Default::default() });
+    assert_eq!(forced.flavour, Flavour::Compat);
+    assert!(forced.fatal().is_none() && forced.is_on(Feature::Uring));
 }
 
 #[test]

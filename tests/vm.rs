@@ -141,7 +141,7 @@ fn portability_doctor_and_four_phases() {
     for (kernel, dir) in expect_boots("portability", "portability_doctor_and_four_phases") {
         steps_ok(&dir);
         if kernel == "5.10" {
-            refused_with_reasons(&dir);
+            compat_build_traces(&dir);
             continue;
         }
         let d = json(&dir.join("doctor/doctor.json"));
@@ -209,22 +209,51 @@ fn portability_doctor_and_four_phases() {
     }
 }
 
-/// 5.10: its verifier lacks what every phases program uses; doctor and trace say which, and
-/// exit non-zero (they failed on a map before, doctor having said "tracing works here").
-fn refused_with_reasons(dir: &Path) {
+/// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object
+/// (bpf/compat.bpf.h) loads; aio and psync are followed through all four phases and reconcile
+/// with the generator's own latency; io_uring is named off (its tracepoints hand over no request
+/// here) and still traced at the block layer; no module BTF, so no NVMe split.
+fn compat_build_traces(dir: &Path) {
     let d = json(&dir.join("doctor/doctor.json"));
-    assert_eq!(d["tracing_possible"], false, "5.10: {}", d["problems"]);
-    let problems = d["problems"].to_string();
-    for need in ["bpf_loop (5.17+)", "task_storage (5.11+)", "atomics"] {
-        assert!(problems.contains(need), "5.10 doctor: {problems}");
+    assert!(release_of("5.10", d["kernel"].as_str().unwrap()), "5.10: {}", d["kernel"]);
+    assert_eq!(d["tracing_possible"], true, "5.10: {}", d["problems"]);
+    assert!(d["dry_run"].get("Ok").is_some(), "5.10: {}", d["dry_run"]);
+    assert_eq!(d["bpf_build"], "compat", "5.10: {}", d["bpf_build"]);
+    let off = |r: &Value, feature: &str| {
+        r["features_off"].as_array().unwrap().iter().find(|f| f["feature"] == feature).map(|f| f["why"].to_string())
+    };
+    for step in ["aio", "aio-full", "psync", "aio-rawtp", "aio-kprobe"] {
+        let r = json(&dir.join(step).join("report.json"));
+        let what = format!("5.10 {step}");
+        assert!(r["ios"].as_u64().unwrap() > 1000, "{what}: {}", r["ios"]);
+        for ph in ["submission", "block", "device", "completion"] {
+            let p = &r["phases"][ph];
+            assert!(p["count"].as_u64().unwrap_or(0) > 0, "{what}: phase {ph}: {p}");
+        }
+        let corr = r["correlated_fraction"].as_f64().unwrap();
+        assert!(corr >= 0.99, "{what}: correlated {corr}");
+        // The phases add up to the generator's own mean latency. psync's phases start at the
+        // syscall's entry and end at its exit: the transitions themselves are outside them, and
+        // under TCG they cost several us (5.10 psync: 121.8 of 129.6 us, 94.0%; 6.1 94.9%, 7.x
+        // 96.8%; 98.5% on the build host). Where the sum falls short the report must say so.
+        let ratio = r["reconciliation"]["phase_sum_ratio"].as_f64().unwrap_or(0.0);
+        let low = if step == "psync" { 0.90 } else { 0.95 };
+        assert!((low..=1.05).contains(&ratio), "{what}: phases sum to {ratio} of the generator's latency");
+        let said = r["reconciliation"]["reconciled"].as_bool().unwrap();
+        assert_eq!(said, (0.95..=1.05).contains(&ratio), "{what}: reconciled={said} at {ratio}");
+        assert!(
+            off(&r, "NVMe driver/device split").is_some_and(|w| w.contains("no BTF")),
+            "{what}: nvme split not named off"
+        );
     }
-    let off = d["features"].as_array().unwrap().iter().find(|f| f["feature"] == "nvme_split").unwrap().clone();
-    assert!(off["why"].as_str().unwrap().contains("no BTF"), "5.10 nvme split: {off}");
-    for step in ["uring", "aio"] {
-        let out = std::fs::read_to_string(dir.join(step).join("output.txt")).unwrap();
-        assert!(out.contains("cannot be traced on this kernel") && out.contains("bpf_loop"), "5.10 {step}: {out}");
-        assert!(!out.contains("task_ctxs"), "5.10 {step}: failed on the map, not the plan: {out}");
-    }
+    let u = json(&dir.join("uring/report.json"));
+    let why = off(&u, "io_uring requests").unwrap_or_else(|| panic!("5.10 uring: io_uring requests not named off"));
+    assert!(why.contains("hands over no request"), "5.10 uring: {why}");
+    let raw = json(&dir.join("aio-rawtp/report.json"));
+    assert_eq!(probe(&raw, "block:block_bio_queue").map(|p| p["via"].clone()), Some(Value::from("raw_tp")));
+    let k = json(&dir.join("aio-kprobe/report.json"));
+    let p = probe(&k, "kprobe:nvme_queue_rq").unwrap_or_else(|| panic!("5.10: no kprobe doorbell"));
+    assert_eq!(p["attached"], true, "5.10: {p}");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! with I/Os that will never close (a process killed mid-I/O, a completion no hook saw). Both
 //! tables (`ios`: an I/O's state, `links`: a bio's owner) are mmapable arrays; a slot whose I/O
 //! started longer ago than `max_age` is freed with a cmpxchg of its key to 0, the same atomic the
-//! probes claim it with, so a slot re-claimed in between is left alone. A trace of seconds does
-//! not need it: its session ends first.
+//! probes claim it with, so a slot re-claimed in between is left alone; the compat build's claim
+//! on it (its index in the table's `_held` hash, bpf/compat.bpf.h) is deleted after. A trace of
+//! seconds does not need it: its session ends first.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,13 +22,15 @@ struct Table {
     start_off: usize,
     /// False for a test's plain memory (not unmapped).
     mapped: bool,
+    /// The table's held-index hash (-1: none); empty unless the compat build runs.
+    held: i32,
 }
 
 // SAFETY: the mapping is shared memory only read and cmpxchg'd through atomics.
 unsafe impl Send for Table {}
 
 impl Table {
-    fn map(fd: i32, slot_size: usize, key_off: usize, start_off: usize) -> Result<Table> {
+    fn map(fd: i32, held: i32, slot_size: usize, key_off: usize, start_off: usize) -> Result<Table> {
         let stride = slot_size.div_ceil(8) * 8;
         // The map's own size, not an assumption: NR_SLOTS of bpf/phases.h.
         let mut info = libbpf_rs::libbpf_sys::bpf_map_info::default();
@@ -50,7 +53,7 @@ impl Table {
         if ptr == libc::MAP_FAILED {
             return Err(anyhow!("mapping a per-I/O table for expiry: {}", std::io::Error::last_os_error()));
         }
-        Ok(Table { ptr: ptr.cast(), len, stride, key_off, start_off, mapped: true })
+        Ok(Table { ptr: ptr.cast(), len, stride, key_off, start_off, mapped: true, held })
     }
 
     /// Frees the slots that started before `cutoff` (monotonic ns); how many.
@@ -74,6 +77,11 @@ impl Table {
             let s = start.load(Ordering::Acquire);
             if s != 0 && s < cutoff && key.compare_exchange(k, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 freed += 1;
+                if self.held >= 0 {
+                    let idx = i as u32;
+                    // SAFETY: a u32 key of the held hash; ENOENT (the modern build) is fine.
+                    unsafe { libbpf_rs::libbpf_sys::bpf_map_delete_elem(self.held, (&idx as *const u32).cast()) };
+                }
             }
         }
         freed
@@ -99,16 +107,23 @@ pub struct Expiry {
 }
 
 impl Expiry {
-    pub fn new(ios_fd: i32, links_fd: i32) -> Result<Expiry> {
+    /// Each table as (its fd, its held-index hash's fd).
+    pub fn new(ios_fd: [i32; 2], links_fd: [i32; 2]) -> Result<Expiry> {
         use std::mem::{offset_of, size_of};
         let ios = Table::map(
-            ios_fd,
+            ios_fd[0],
+            ios_fd[1],
             size_of::<io_slot>(),
             offset_of!(io_slot, key),
             offset_of!(io_slot, r) + crate::events::off::SUBMIT_TS,
         )?;
-        let links =
-            Table::map(links_fd, size_of::<link_slot>(), offset_of!(link_slot, key), offset_of!(link_slot, start))?;
+        let links = Table::map(
+            links_fd[0],
+            links_fd[1],
+            size_of::<link_slot>(),
+            offset_of!(link_slot, key),
+            offset_of!(link_slot, start),
+        )?;
         Ok(Expiry { ios, links, expired_ios: 0, expired_links: 0 })
     }
 
@@ -133,8 +148,15 @@ mod tests {
             mem[i * 4] = *key;
             mem[i * 4 + 2] = *start;
         }
-        let t =
-            Table { ptr: mem.as_mut_ptr().cast(), len: 16 * 8, stride: 32, key_off: 0, start_off: 16, mapped: false };
+        let t = Table {
+            ptr: mem.as_mut_ptr().cast(),
+            len: 16 * 8,
+            stride: 32,
+            key_off: 0,
+            start_off: 16,
+            mapped: false,
+            held: -1,
+        };
         // Free slot 0 stays free; 0xa started at 5 < 100: freed; 0xb at 500: kept; 0xc has no
         // start yet (being claimed): kept.
         assert_eq!(t.sweep(100), 1);

@@ -106,6 +106,11 @@ impl KernelFacts {
                         f.btf.insert((*fact).to_owned());
                     }
                 }
+                for (fact, tp, args) in hooks::TP_FACTS {
+                    if tp_args(&btf, tp).is_some_and(|a| a == *args) {
+                        f.btf.insert((*fact).to_owned());
+                    }
+                }
             }
             Err(e) => f.unseen.push(format!("btf: {e}")),
         }
@@ -146,6 +151,32 @@ fn composite_has(btf: &libbpf_rs::btf::Btf, c: libbpf_rs::btf::types::Composite<
             .is_some_and(|inner| composite_has(btf, inner, member, depth + 1)),
         None => false,
     })
+}
+
+/// A tracepoint's arguments as its BTF prototype (`btf_trace_<tp>`) gives them, after the
+/// tracepoint's own context: "struct bio *", "void *" (any other pointer), "int" (any integer or
+/// enum), "other".
+pub fn tp_args(btf: &libbpf_rs::btf::Btf, tp: &str) -> Option<Vec<String>> {
+    use libbpf_rs::btf::types::{FuncProto, Typedef};
+    use libbpf_rs::btf::{BtfKind, BtfType};
+    let td = btf.type_by_name::<Typedef>(&format!("btf_trace_{tp}"))?;
+    let proto = td.next_type()?.skip_mods_and_typedefs();
+    let proto = if proto.kind() == BtfKind::Ptr { proto.next_type()? } else { proto };
+    let proto = FuncProto::try_from(proto).ok()?;
+    let kind = |t: BtfType<'_>| {
+        let t = t.skip_mods_and_typedefs();
+        match t.kind() {
+            BtfKind::Int | BtfKind::Enum | BtfKind::Enum64 => "int".to_owned(),
+            BtfKind::Ptr => match t.next_type().map(|p| p.skip_mods_and_typedefs()) {
+                Some(p) if p.kind() == BtfKind::Struct => {
+                    format!("struct {} *", p.name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                }
+                _ => "void *".to_owned(),
+            },
+            _ => "other".to_owned(),
+        }
+    };
+    Some(proto.iter().skip(1).map(|p| btf.type_by_id::<BtfType>(p.ty).map_or("other".to_owned(), kind)).collect())
 }
 
 /// Each BPF feature of `hooks::BPF_FEATURES` this kernel takes. Helpers and map types through

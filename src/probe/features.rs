@@ -71,7 +71,7 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec {
         name: "sync read/write/pread/preadv2 (and writes)",
         features: &[BLOCK, SYSCALLS],
-        symbols: &[&["iomap_dio_bio_end_io"], &["bio_wait_end_io", "submit_bio_wait_endio"], &["blkdev_bio_end_io"]],
+        symbols: &[&["iomap_dio_bio_end_io"], &["bio_wait_end_io", "submit_bio_wait_endio", "blkdev_bio_end_io_simple"], &["blkdev_bio_end_io"]],
         note: "O_DIRECT I/O inside the syscall, RWF_HIPRI too (buffered calls: the page-cache route)",
         unsupported: None,
         without_symbols: None,

@@ -101,10 +101,12 @@ impl Feature {
         }
     }
 
-    /// What this kernel must offer beyond the hooks' tracepoints.
-    pub fn needs(self) -> &'static [Need] {
-        // Every program of the phases object keeps per-thread state (task storage) and claims
-        // per-I/O slots with cmpxchg; the block core walks merged bios with bpf_loop.
+    /// What this kernel must offer beyond the hooks' tracepoints, with the phases object built
+    /// as `flavour`.
+    pub fn needs(self, flavour: Flavour) -> &'static [Need] {
+        // The modern build keeps per-thread state in task storage, claims per-I/O slots with
+        // cmpxchg and walks merged bios with bpf_loop; the compat build (bpf/compat.bpf.h) needs
+        // none of them.
         const CORE: &[Need] = &[
             Need::Bpf(BPF_TASK_BTF, "5.11"),
             Need::Bpf(BPF_TASK_STORAGE, "5.11"),
@@ -112,19 +114,69 @@ impl Feature {
             Need::Bpf(BPF_LOOP, "5.17"),
             Need::Bpf(BPF_RINGBUF, "5.8"),
         ];
+        const CORE_COMPAT: &[Need] = &[Need::Bpf(BPF_RINGBUF, "5.8")];
         const THREAD: &[Need] = &[Need::Bpf(BPF_TASK_STORAGE, "5.11")];
+        // 5.10's io_uring_complete(ctx, user_data, res, cflags) names no request: nothing ties a
+        // completion to the request its submit hook saw.
+        const URING: &[Need] = &[Need::NotBtf(TP_URING_COMPLETE_NO_REQ)];
+        const URING_COMPAT: &[Need] = &[Need::Bpf(BPF_RINGBUF, "5.8"), Need::NotBtf(TP_URING_COMPLETE_NO_REQ)];
+        let compat = flavour == Flavour::Compat;
         match self {
-            Feature::BlockCore | Feature::Uring | Feature::UringAsync | Feature::Stacked => CORE,
+            Feature::BlockCore | Feature::Stacked if compat => CORE_COMPAT,
+            Feature::BlockCore | Feature::Stacked => CORE,
+            Feature::Uring | Feature::UringAsync if compat => URING_COMPAT,
+            Feature::Uring | Feature::UringAsync => URING,
             Feature::Syscalls
             | Feature::ContextSwitches
             | Feature::RunQueue
             | Feature::PageCacheExtras
-            | Feature::DirtyThrottle => THREAD,
+            | Feature::DirtyThrottle
+                if !compat =>
+            {
+                THREAD
+            }
             // The dirtied file's name through its dentry: d_u.d_alias before 7.x, d_alias in a
             // union since (core_fixes.bpf.h #16); either layout works.
             Feature::Writeback => &[Need::Btf(&["dentry.d_u", "dentry.d_alias"])],
             Feature::NvmeSplit => &[Need::ModuleBtf],
             _ => &[],
+        }
+    }
+}
+
+/// IOPATH_BPF_BUILD=compat: load the compat build on a kernel that takes the modern one (how the
+/// tests run it on the build host).
+pub fn force_compat() -> bool {
+    std::env::var("IOPATH_BPF_BUILD").is_ok_and(|v| v == "compat")
+}
+
+/// Which build of the phases object a kernel loads (bpf/compat.bpf.h): the modern one where the
+/// verifier has bpf_loop, BPF atomics, task storage and bpf_get_current_task_btf (5.17+), else
+/// the compat one (5.10 to 5.16: bounded loops, claims through a hash, per-thread state in an
+/// LRU hash).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flavour {
+    #[default]
+    Modern,
+    Compat,
+}
+
+impl Flavour {
+    /// The build this kernel takes (`force_compat`: IOPATH_BPF_BUILD=compat, to test it here).
+    pub fn of(k: &KernelFacts, force_compat: bool) -> Flavour {
+        let modern = [BPF_TASK_BTF, BPF_TASK_STORAGE, BPF_ATOMICS, BPF_LOOP].iter().all(|b| k.bpf.contains(*b));
+        if modern && !force_compat {
+            Flavour::Modern
+        } else {
+            Flavour::Compat
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Modern => "modern",
+            Flavour::Compat => "compat (no bpf_loop / BPF atomics / task storage)",
         }
     }
 }
@@ -138,6 +190,8 @@ pub enum Need {
     Btf(&'static [&'static str]),
     /// BTF for modules (tp_btf on a module's tracepoint).
     ModuleBtf,
+    /// This BTF fact must be absent (a tracepoint prototype that hands over too little).
+    NotBtf(&'static str),
 }
 
 pub const BPF_LOOP: &str = "helper bpf_loop";
@@ -161,6 +215,16 @@ pub const BTF_FACTS: &[&str] = &[
     "request.io_start_time_ns",
     "md_io_clone",
     "md_io_acct",
+];
+
+/// Tracepoint prototypes that change what a program can read, as BTF facts: the fact, the
+/// tracepoint, and its arguments after the tracepoint's own context (probe::facts::tp_args).
+pub const TP_BIO_QUEUE_Q: &str = "tp block_bio_queue(request_queue, bio)";
+pub const TP_URING_COMPLETE_NO_REQ: &str = "tp io_uring_complete(ctx, user_data, res, cflags)";
+pub const TP_FACTS: &[(&str, &str, &[&str])] = &[
+    // Before 5.11 the block tracepoints took the request_queue first (core_fixes.bpf.h #3).
+    (TP_BIO_QUEUE_Q, "block_bio_queue", &["struct request_queue *", "struct bio *"]),
+    (TP_URING_COMPLETE_NO_REQ, "io_uring_complete", &["void *", "int", "int", "int"]),
 ];
 
 /// The tracepoint groups whose events the facts list.
@@ -195,6 +259,10 @@ pub const OWNER_SYMBOLS: &[Symbol] = &[
     // bio_wait_end_io is another function (dd's direct reads of a loop device: 6000 of 6000 bios
     // untagged with the new name picked).
     Symbol { role: "bio_wait_end_io", names: &["submit_bio_wait_endio", "bio_wait_end_io"] },
+    // Before 5.17 a small sync direct I/O on a block device waited with its own end_io, the
+    // waiting task in bi_private (core_fixes.bpf.h #21; dd and psync on 5.10: 19656 of 19656
+    // bios untagged without it).
+    Symbol { role: "blkdev_simple_end_io", names: &["blkdev_bio_end_io_simple"] },
     Symbol { role: "chain_end_io", names: &["bio_chain_endio"] },
     Symbol { role: "aio_complete", names: &["aio_complete_rw"] },
 ];
@@ -217,6 +285,7 @@ pub const SYMBOLS: &[&str] = &[
     "blkdev_bio_end_io_async",
     "bio_wait_end_io",
     "submit_bio_wait_endio",
+    "blkdev_bio_end_io_simple",
     "bio_chain_endio",
     "aio_complete_rw",
     "clone_endio",
@@ -603,6 +672,8 @@ pub struct Options {
     pub tree: bool,
     /// Hooks whose name contains one of these are left out (--skip-hooks).
     pub skip: Vec<String>,
+    /// Load the compat build even where the modern one works (IOPATH_BPF_BUILD=compat).
+    pub force_compat: bool,
 }
 
 /// What the plan does with one hook.
@@ -647,6 +718,11 @@ pub struct FeatureState {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
+    /// The build of the phases object this kernel loads.
+    pub flavour: Flavour,
+    /// block_bio_queue takes (request_queue, bio) here (before 5.11): the bio is its second
+    /// argument (phases.bpf.c targ_bio_queue_q).
+    pub bio_queue_q: bool,
     pub hooks: Vec<PlannedHook>,
     pub features: Vec<FeatureState>,
 }
@@ -666,6 +742,9 @@ fn unmet(need: &Need, k: &KernelFacts) -> Option<String> {
         }
         Need::ModuleBtf => {
             (!k.module_btf).then(|| "kernel modules carry no BTF here (no /sys/kernel/btf/<module>)".into())
+        }
+        Need::NotBtf(fact) => {
+            k.btf.contains(fact).then(|| format!("this kernel's {} hands over no request", &fact[3..]))
         }
     }
 }
@@ -695,7 +774,13 @@ fn unused_why(h: &HookSpec, o: &Options, k: &KernelFacts) -> Option<String> {
             let want = match o.doorbell {
                 Doorbell::Off => return Some("--doorbell off".into()),
                 Doorbell::Kprobe => Via::Kprobe,
-                Doorbell::Auto if k.attach_ok(AttachKind::Fentry) || !k.attach_ok(AttachKind::Kprobe) => Via::Fexit,
+                // fexit on a module's function needs that module's BTF (5.10 has none: libbpf
+                // found no BTF type for nvme_queue_rq there, -ESRCH).
+                Doorbell::Auto
+                    if (k.attach_ok(AttachKind::Fentry) && k.module_btf) || !k.attach_ok(AttachKind::Kprobe) =>
+                {
+                    Via::Fexit
+                }
                 Doorbell::Auto => Via::Kprobe,
             };
             if h.func_progs.first().is_some_and(|p| p.via != want) {
@@ -726,8 +811,9 @@ fn pick(v: &Variant, o: &Options, k: &KernelFacts) -> Result<Prog, String> {
 pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
     let mut hooks = Vec::new();
     let mut off: BTreeMap<Feature, String> = BTreeMap::new();
+    let flavour = Flavour::of(k, o.force_compat);
     for f in Feature::ALL {
-        let unmet: Vec<String> = f.needs().iter().filter_map(|n| unmet(n, k)).collect();
+        let unmet: Vec<String> = f.needs(flavour).iter().filter_map(|n| unmet(n, k)).collect();
         if !unmet.is_empty() {
             off.insert(f, unmet.join("; "));
         }
@@ -745,6 +831,9 @@ pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
                         p.via.name(),
                         k.attach_error(p.via.kind()).unwrap_or_default()
                     ),
+                },
+                None if h.func_progs.iter().any(|p| p.via == Via::Fexit) && !k.module_btf => Choice::Off {
+                    why: "fexit on nvme_queue_rq needs the nvme module's BTF (no /sys/kernel/btf/<module>)".into(),
                 },
                 None if !k.symbols.contains("nvme_queue_rq") => {
                     Choice::Off { why: "nvme_queue_rq is not in /proc/kallsyms (no NVMe driver loaded)".into() }
@@ -775,7 +864,7 @@ pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
         }
         hooks.push(PlannedHook { name: h.name, feature: h.feature, used_for: h.used_for, present, choice });
     }
-    let mut p = Plan { hooks, features: Vec::new() };
+    let mut p = Plan { flavour, bio_queue_q: k.btf.contains(TP_BIO_QUEUE_Q), hooks, features: Vec::new() };
     for (f, why) in off {
         p.disable(f, &why);
     }
@@ -873,11 +962,13 @@ pub fn needs_text(f: Feature) -> String {
         })
         .collect();
     parts.dedup();
-    for n in f.needs() {
+    // The least a kernel needs: the compat build's (the BPF build row says which build needs what).
+    for n in f.needs(Flavour::Compat) {
         parts.push(match n {
             Need::Bpf(what, since) => format!("{} ({since}+)", what.split(' ').nth(1).unwrap_or(what)),
             Need::Btf(any) => format!("BTF {}", any.join(" or ")),
             Need::ModuleBtf => "module BTF".into(),
+            Need::NotBtf(fact) => format!("not {}", &fact[3..]),
         });
     }
     parts.join(", ")
@@ -904,6 +995,18 @@ pub fn kernel_table(kernels: &[(String, KernelFacts)]) -> String {
         "| feature | needs | {} |\n|---|---|{}\n",
         kernels.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join(" | "),
         "---|".repeat(kernels.len())
+    );
+    // Which build of the phases object each kernel loads (bpf/compat.bpf.h).
+    let builds: Vec<&str> = plans
+        .iter()
+        .map(|p| match p.flavour {
+            Flavour::Modern => "modern",
+            Flavour::Compat => "compat",
+        })
+        .collect();
+    out += &format!(
+        "| BPF build | modern: bpf_get_current_task_btf, task_storage (5.11+), atomics (5.12+), bpf_loop (5.17+); else compat | {} |\n",
+        builds.join(" | ")
     );
     for f in Feature::ALL {
         let cells: Vec<String> = plans
@@ -975,11 +1078,17 @@ mod tests {
     }
 
     #[test]
-    fn the_block_core_needs_bpf_loop_and_says_so() {
-        let k = facts(BLOCK, &[BPF_TASK_BTF, BPF_RINGBUF, BPF_ATOMICS]);
+    fn without_bpf_loop_the_compat_build_is_planned_and_without_a_ring_buffer_nothing() {
+        let k = facts(BLOCK, &[BPF_TASK_BTF, BPF_RINGBUF, BPF_ATOMICS, BPF_TASK_STORAGE]);
         let p = plan(&k, &Options::default());
-        let why = p.fatal().expect("no bpf_loop: no trace");
-        assert!(why.contains("bpf_loop (5.17+)"), "{why}");
+        assert_eq!(p.flavour, Flavour::Compat);
+        assert!(p.fatal().is_none(), "{:?}", p.fatal());
+        let k = facts(BLOCK, ALL_BPF);
+        assert_eq!(plan(&k, &Options::default()).flavour, Flavour::Modern);
+        // The compat build still needs the ring buffer (5.8): below it, no trace, and it says so.
+        let k = facts(BLOCK, &[]);
+        let why = plan(&k, &Options::default()).fatal().expect("no ring buffer: no trace");
+        assert!(why.contains("ringbuf (5.8+)"), "{why}");
     }
 
     #[test]

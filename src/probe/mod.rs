@@ -5,6 +5,7 @@ mod collect;
 pub mod expire;
 pub mod facts;
 pub mod features;
+pub mod flavour;
 pub mod hooks;
 pub mod kallsyms;
 pub mod load;

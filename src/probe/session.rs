@@ -76,6 +76,9 @@ pub struct LiveMaps {
     /// The per-I/O tables (mmapable arrays), for expiry (probe::expire).
     pub ios: i32,
     pub links: i32,
+    /// Their held-index hashes: the compat build's claims (bpf/compat.bpf.h), freed with a slot.
+    pub ios_held: i32,
+    pub links_held: i32,
 }
 
 /// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
@@ -142,9 +145,10 @@ pub(crate) fn open_phases<'obj>(
     store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     opts: &TraceOpts,
     ksyms: &std::collections::HashMap<String, u64>,
-    _plan: &super::hooks::Plan,
+    plan: &super::hooks::Plan,
 ) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
-    use super::hooks::{symbol_name, OWNER_SYMBOLS, STACK_SYMBOLS};
+    use super::hooks::{symbol_name, Flavour, OWNER_SYMBOLS, STACK_SYMBOLS};
+    super::flavour::set(plan.flavour);
     let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
     let addr = |syms: &[super::hooks::Symbol], role: &str| {
         syms.iter()
@@ -169,6 +173,7 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
         ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
         ro.targ_bio_wait_end_io = addr(OWNER_SYMBOLS, "bio_wait_end_io");
+        ro.targ_blkdev_simple_end_io = addr(OWNER_SYMBOLS, "blkdev_simple_end_io");
         ro.targ_chain_end_io = addr(OWNER_SYMBOLS, "chain_end_io");
         ro.targ_aio_complete = addr(OWNER_SYMBOLS, "aio_complete");
         ro.targ_dm_end_io = addr(STACK_SYMBOLS, "dm_end_io");
@@ -176,6 +181,16 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_raid1_read_end_io = addr(STACK_SYMBOLS, "raid1_read_end_io");
         ro.targ_raid1_write_end_io = addr(STACK_SYMBOLS, "raid1_write_end_io");
         ro.targ_md_clone_end_io = addr(STACK_SYMBOLS, "md_clone_end_io");
+        ro.targ_bio_queue_q = plan.bio_queue_q;
+    }
+    // Each build leaves the other's maps empty: task storage does not exist before 5.11, and
+    // the compat build's tables would cost the modern one ~20 MiB for nothing.
+    if plan.flavour == Flavour::Compat {
+        p_open.maps.task_ctxs.set_autocreate(false).context("leaving task storage out")?;
+    } else {
+        for m in [&mut p_open.maps.task_ctx_tids, &mut p_open.maps.ios_held, &mut p_open.maps.links_held] {
+            m.set_max_entries(1).context("sizing the compat build's maps")?;
+        }
     }
     if opts.events {
         p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
@@ -213,6 +228,7 @@ impl TraceOpts {
             doorbell: self.doorbell,
             tree: !self.tree.is_empty(),
             skip: self.skip_hooks.clone(),
+            force_compat: super::hooks::force_compat(),
         }
     }
 }
@@ -368,6 +384,8 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
         hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
         ios: phases.maps.ios.as_fd().as_raw_fd(),
         links: phases.maps.links.as_fd().as_raw_fd(),
+        ios_held: phases.maps.ios_held.as_fd().as_raw_fd(),
+        links_held: phases.maps.links_held.as_fd().as_raw_fd(),
     };
     let (result, got) = collectors.run(set_enabled, || workload(live))?;
     drop(posted);
@@ -380,6 +398,10 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
     raw.features_off = features_off;
+    raw.bpf_build = match plan.flavour {
+        super::hooks::Flavour::Modern => "modern".into(),
+        super::hooks::Flavour::Compat => "compat".into(),
+    };
     name_cgroups(&mut raw.writeback);
     let maps = got.into_raw(&mut raw);
     if let Some(b) = phases.maps.bss_data.as_deref() {

@@ -729,6 +729,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         kinds.join("/"),
         if absent.is_empty() { String::new() } else { format!("; not attached: {}", absent.join(", ")) }
     )?;
+    if t.bpf_build == "compat" {
+        writeln!(
+            w,
+            "  BPF build: compat (no bpf_loop / BPF atomics / task storage here): a sync call's blocked time is not split by flushes and commits"
+        )?;
+    }
     for f in &t.features_off {
         writeln!(w, "  off on this kernel: {}: {}", f.feature, f.why)?;
     }

@@ -86,7 +86,7 @@ fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
 
 impl Reader {
     pub fn new(maps: LiveMaps) -> anyhow::Result<Reader> {
-        let expiry = Some(crate::probe::expire::Expiry::new(maps.ios, maps.links)?);
+        let expiry = Some(crate::probe::expire::Expiry::new([maps.ios, maps.ios_held], [maps.links, maps.links_held])?);
         let mut r = Reader {
             expiry,
             reads: 0,

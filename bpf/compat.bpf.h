@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The one place for what kernels before 5.17 lack. The phases object is built twice from the same
+ * source (build.rs): as is, and with IOPATH_COMPAT for kernels whose verifier has no bpf_loop
+ * (5.17), BPF atomics (cmpxchg/xchg, 5.12), task storage or bpf_get_current_task_btf (5.11):
+ * Debian 11's 5.10, Ubuntu 22.04's 5.15, RHEL 9's 5.14. probe::hooks picks the build from the
+ * kernel's facts (Flavour). Both builds define the same maps, programs and globals, so one Rust
+ * skeleton serves both (build.rs compares the two generated skeletons).
+ *
+ *   modern                            compat
+ *   bpf_loop(n, cb, ctx)              a bounded loop calling cb (fewer aio events a batch)
+ *   slot claim: cmpxchg on the key    a BPF_NOEXIST insert of the slot's index in NAME_held
+ *   slot release: xchg                a delete from NAME_held (exactly one deleter wins)
+ *   task storage                      an LRU hash by thread id (phases.bpf.c task_ctx)
+ *   bpf_get_current_task_btf()        bpf_get_current_task() and probe reads (TASK_BTF is 0)
+ *   disk busy integrals (spin lock)   none: a sync call's blocked time is not split by the
+ *                                     flushes and commits that ran meanwhile (phases.bpf.c)
+ *
+ * The compat claims cost two hash operations per I/O (~150 ns each on the 2-vCPU test VM) that the
+ * modern build does not pay: only the kernels that need them run them.
+ */
+#ifndef IOPATH_COMPAT_BPF_H
+#define IOPATH_COMPAT_BPF_H
+
+#ifdef IOPATH_COMPAT
+
+#define IOPATH_COMPAT_BUILD 1
+
+/* The current task is not a BTF pointer: its fields are read with probe reads. */
+#define TASK_BTF 0
+#define CURRENT_TASK() ((struct task_struct *)bpf_get_current_task())
+
+/*
+ * bpf_loop(n, cb, ctx) as a loop of at most MAX calls: the verifier walks every iteration, so MAX
+ * stays small (an aio batch of 4096 did not fit 5.10's 1M-instruction budget). Returns the
+ * iterations run, counting the one whose callback stopped it, as bpf_loop does.
+ */
+#define LOOP(MAX, n, cb, ctx)                                                                      \
+	({                                                                                         \
+		__u32 __i, __n = (n);                                                              \
+		for (__i = 0; __i < (MAX) && __i < __n; __i++) {                                   \
+			if (cb(__i, ctx)) {                                                        \
+				__i++;                                                             \
+				break;                                                             \
+			}                                                                          \
+		}                                                                                  \
+		__i;                                                                               \
+	})
+
+/* At most this many aio events a reap and iocbs a submit are followed (the rest are counted
+ * unmatched); the modern build follows MAX_AIO_EVENTS. */
+#define AIO_BATCH_MAX 128
+
+#else /* !IOPATH_COMPAT */
+
+#define IOPATH_COMPAT_BUILD 0
+#define TASK_BTF 1
+#define CURRENT_TASK() bpf_get_current_task_btf()
+#define LOOP(MAX, n, cb, ctx) bpf_loop(n, cb, ctx, 0)
+#define AIO_BATCH_MAX MAX_AIO_EVENTS
+
+#endif /* IOPATH_COMPAT */
+
+/* The current task's flags (PF_*), by a plain load where the task is a BTF pointer. */
+#define CURRENT_FLAGS()                                                                            \
+	(TASK_BTF ? bpf_get_current_task_btf()->flags : BPF_CORE_READ(CURRENT_TASK(), flags))
+
+/*
+ * A slot's key word: claimed from 0 to `key` by one context, given back to 0 by its owner. `held`
+ * is the table's NAME_held hash (compat only; an empty map of one entry in the modern build).
+ */
+static __always_inline bool slot_take_free(void *held, __u64 *keyp, __u32 *idxp, __u32 idx, __u64 key)
+{
+#ifdef IOPATH_COMPAT
+	__u8 one = 1;
+
+	/* The insert is the claim: of two contexts racing for this free slot, one gets -EEXIST. */
+	if (bpf_map_update_elem(held, &idx, &one, BPF_NOEXIST))
+		return false;
+	*keyp = key;
+#else
+	if (__sync_val_compare_and_swap(keyp, 0, key) != 0)
+		return false;
+#endif
+	*idxp = idx;
+	return true;
+}
+
+/* Gives a slot back if it still holds `key` (true: this context gave it back). Its values were
+ * read before: xchg / the delete order those reads before the release. */
+static __always_inline bool slot_give(void *held, __u64 *keyp, __u32 idx, __u64 key)
+{
+#ifdef IOPATH_COMPAT
+	if (*keyp != key || bpf_map_delete_elem(held, &idx))
+		return false;
+	*keyp = 0;
+	return true;
+#else
+	return __sync_val_compare_and_swap(keyp, key, 0) == key;
+#endif
+}
+
+#endif /* IOPATH_COMPAT_BPF_H */
