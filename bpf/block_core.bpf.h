@@ -170,8 +170,7 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 	/* Before 5.17 (core_fixes.bpf.h #21): the waiting task is in bi_private, any context. */
 	if (end_io == targ_blkdev_simple_end_io)
 		return (__u64)BPF_CORE_READ(bio, bi_private);
-	if (end_io == targ_bio_wait_end_io &&
-	    !(CURRENT_FLAGS() & (PF_WQ_WORKER | PF_IO_WORKER)))
+	if (end_io == targ_bio_wait_end_io && !(CURRENT_FLAGS() & (PF_WQ_WORKER | PF_IO_WORKER)))
 		return bpf_get_current_task();
 	return 0;
 }
@@ -258,7 +257,8 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 		s->r.dev = bio_devt(bio);
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
-	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != s->r.tgid && (CURRENT_FLAGS() & PF_WQ_WORKER))
+	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != s->r.tgid &&
+	    (CURRENT_FLAGS() & PF_WQ_WORKER))
 		s->r.mode |= RF_THROTTLED;
 	return true;
 }

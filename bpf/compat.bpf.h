@@ -69,7 +69,8 @@
  * A slot's key word: claimed from 0 to `key` by one context, given back to 0 by its owner. `held`
  * is the table's NAME_held hash (compat only; an empty map of one entry in the modern build).
  */
-static __always_inline bool slot_take_free(void *held, __u64 *keyp, __u32 *idxp, __u32 idx, __u64 key)
+static __always_inline bool slot_take_free(void *held, __u64 *keyp, __u32 *idxp, __u32 idx,
+					   __u64 key)
 {
 #ifdef IOPATH_COMPAT
 	__u8 one = 1;

@@ -127,7 +127,8 @@ static __always_inline bool blkdev_dio_is_sync(struct blkdev_dio *dio)
 #define REQ_OP_MASK_BITS 0xff
 /* #18: the value of REQ_OP_<name> (its value before 6.0 if enum req_op is absent). */
 #define REQ_OP_VALUE(name, old)                                                                    \
-	(bpf_core_enum_value_exists(enum req_op, name) ? bpf_core_enum_value(enum req_op, name) : (old))
+	(bpf_core_enum_value_exists(enum req_op, name) ? bpf_core_enum_value(enum req_op, name)    \
+						       : (old))
 
 static __always_inline bool bio_is_flush(__u32 opf)
 {

@@ -195,8 +195,8 @@ static __always_inline void ring_look_rs(struct ring_state *rs, __u64 ring, __u6
 		c.stopped = 0;
 #ifdef IOPATH_COMPAT
 		for (done = 0; done < RING_BATCH_MAX && done < n;) {
-			int stop = ring_take_g(ring, (c.first + (__u32)done) | ((__u64)head << 32), now,
-					       c.look_ts);
+			int stop = ring_take_g(ring, (c.first + (__u32)done) | ((__u64)head << 32),
+					       now, c.look_ts);
 
 			done++;
 			if (stop) {

@@ -218,7 +218,8 @@ static __always_inline void busy_read(__u64 disk, __u64 now, __u64 out[3])
 	/* The compat build keeps no integrals: 5.10's tracing programs cannot take bpf_spin_lock,
 	 * and an unlocked count left off by one race would misattribute every later block. A sync
 	 * call's blocked time stays unsplit there ("waited"). */
-	struct disk_busy *d = disk && !IOPATH_COMPAT_BUILD ? bpf_map_lookup_elem(&disk_busy, &disk) : NULL;
+	struct disk_busy *d =
+	    disk && !IOPATH_COMPAT_BUILD ? bpf_map_lookup_elem(&disk_busy, &disk) : NULL;
 
 	if (!d) {
 		out[0] = out[1] = out[2] = 0;
@@ -685,11 +686,11 @@ static long aio_claim_one(__u64 i, struct aio_claim_ctx *c)
 __noinline int aio_claim_g(__u64 iocbs, __u64 i, __u64 start, __u64 disc_tgid, __u32 release)
 {
 	struct aio_claim_ctx c = {
-		.iocbs = (__u64 *)iocbs,
-		.start = start,
-		.disc = (__u32)disc_tgid,
-		.tgid = disc_tgid >> 32,
-		.release = release,
+	    .iocbs = (__u64 *)iocbs,
+	    .start = start,
+	    .disc = (__u32)disc_tgid,
+	    .tgid = disc_tgid >> 32,
+	    .release = release,
 	};
 
 	return aio_claim_one(i, &c);
@@ -844,10 +845,10 @@ static __always_inline int on_getevents_exit(long ret)
 #else
 	{
 		struct aio_reap_ctx c = {
-			.events = (struct io_event *)t->aio_events,
-			.now = now,
-			.disc = t->aio_disc,
-			.t = t,
+		    .events = (struct io_event *)t->aio_events,
+		    .now = now,
+		    .disc = t->aio_disc,
+		    .t = t,
 		};
 
 		bpf_loop(ret < MAX_AIO_EVENTS ? ret : MAX_AIO_EVENTS, aio_reap_one, &c, 0);

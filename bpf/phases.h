@@ -368,7 +368,7 @@ struct io_slot {
 	struct io_record r;
 	__u32
 	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
-	__u32 idx; /* its own index in the table (the compat build frees it by index) */
+	__u32 idx;   /* its own index in the table (the compat build frees it by index) */
 };
 
 /*

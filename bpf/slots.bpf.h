@@ -50,7 +50,8 @@ static __always_inline __u32 slot_index(__u64 key, __u32 tgid, __u32 i)
 		__type(value, struct SLOT);                                                        \
 	} NAME SEC(".maps");                                                                       \
                                                                                                    \
-	/* The claimed slots' indexes: the compat build's claims (one entry, unused, otherwise). */ \
+	/* The claimed slots' indexes: the compat build's claims (one entry, unused, otherwise).   \
+	 */                                                                                        \
 	struct {                                                                                   \
 		__uint(type, BPF_MAP_TYPE_HASH);                                                   \
 		__uint(max_entries, NR_SLOTS);                                                     \
@@ -83,7 +84,8 @@ static __always_inline __u32 slot_index(__u64 key, __u32 tgid, __u32 i)
 		for (i = 0; i < SLOT_PROBES; i++) {                                                \
 			idx = slot_index(key, tgid, i);                                            \
 			s = bpf_map_lookup_elem(&NAME, &idx);                                      \
-			if (s && !s->key && slot_take_free(&NAME##_held, &s->key, &s->idx, idx, key)) \
+			if (s && !s->key &&                                                        \
+			    slot_take_free(&NAME##_held, &s->key, &s->idx, idx, key))              \
 				return s;                                                          \
 		}                                                                                  \
 		return NULL;                                                                       \

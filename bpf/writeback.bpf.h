@@ -114,8 +114,8 @@ static __always_inline void wb_bio_queue(struct bio *bio, bool sync_call)
 	__u32 tid, *reason, why;
 	struct wb_file *f;
 
-	if (!wb_active || (BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK_BITS) !=
-			      REQ_OP_VALUE(REQ_OP_WRITE, 1))
+	if (!wb_active ||
+	    (BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK_BITS) != REQ_OP_VALUE(REQ_OP_WRITE, 1))
 		return;
 	inode = wb_followed(bio, bio_disk(bio));
 	f = inode ? bpf_map_lookup_elem(&wb_files, &inode) : NULL;
@@ -138,8 +138,8 @@ static __always_inline void wb_rq_issue(struct request *rq, struct bio *bio, __u
 {
 	struct wb_rq w = {};
 
-	if (!wb_active || (BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK_BITS) !=
-			      REQ_OP_VALUE(REQ_OP_WRITE, 1))
+	if (!wb_active ||
+	    (BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK_BITS) != REQ_OP_VALUE(REQ_OP_WRITE, 1))
 		return;
 	w.file = wb_followed(bio, rq_disk(rq, false));
 	if (!w.file)
@@ -158,8 +158,7 @@ static __always_inline void wb_rq_complete(struct request *rq, __u32 opf, __u64 
 	struct wb_rq *w;
 	struct wb_file *f;
 
-	if (!wb_active ||
-	    (opf & REQ_OP_MASK_BITS) != REQ_OP_VALUE(REQ_OP_WRITE, 1))
+	if (!wb_active || (opf & REQ_OP_MASK_BITS) != REQ_OP_VALUE(REQ_OP_WRITE, 1))
 		return;
 	w = bpf_map_lookup_elem(&wb_rqs, &key);
 	if (!w)

@@ -24,3 +24,4 @@ pub mod sysconf;
 pub mod timeseries;
 pub mod top;
 pub mod trace;
+pub mod watchdog;

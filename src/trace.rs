@@ -249,18 +249,6 @@ fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
-/// utime + stime of a process so far, in ns (None once it is gone).
-fn proc_cpu(pid: u32) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).map(|t| t * 1_000_000_000 / hz);
-    Some((tick(11)?, tick(12)?))
-}
-
 /// utime + stime of `pid` and every process below it, with the children they reaped (cutime,
 /// cstime: a PostgreSQL backend that exits lands in the postmaster's). The postmaster alone showed
 /// 0.0% CPU while its backends ran pgbench.
@@ -304,10 +292,17 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let (irqs, irq_names) = all_disk_irqs(&roots);
     let irq_list = irqs.clone();
     let mut warnings = Vec::new();
+    let mut watchdog = None;
     let (pid, gate) = match &what {
         External::Pid(pid) => {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 bail!("no process {pid}: check the pid (ps -p {pid}); to trace a command from its start use 'iopath trace -- CMD ARGS'");
+            }
+            if crate::watchdog::ended(*pid) {
+                bail!(
+                    "process {pid} has already exited (a zombie its parent has not reaped): there is nothing left to trace; \
+                     to trace a command from its start use 'iopath trace -- CMD ARGS'"
+                );
             }
             (*pid, None)
         }
@@ -331,8 +326,10 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                 cmd.pre_exec(move || {
                     // dup2 onto itself keeps O_CLOEXEC: clear it explicitly in that case.
                     let ok = if rd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(rd, 3) };
-                    // iopath killed (SIGKILL: no handler runs) must not orphan the command.
-                    if ok >= 0 && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    // iopath killed (SIGKILL: no handler runs): the command stops at once, its
+                    // tree intact (killed, its children would go to pid 1 out of reach), and the
+                    // watchdog ends the whole tree (crate::watchdog).
+                    if ok >= 0 && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGSTOP as libc::c_ulong) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     if ok < 0 {
@@ -344,6 +341,14 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
             let child = cmd.spawn().with_context(|| format!("cannot start '{}'", argv[0]))?;
             // SAFETY: closing our copy of the read end.
             unsafe { libc::close(rd) };
+            match crate::watchdog::Watchdog::start(child.id()) {
+                Ok(w) => watchdog = Some(w),
+                Err(e) => {
+                    // SAFETY: the command, still behind its gate, must not run unwatched.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+                    return Err(e);
+                }
+            }
             (child.id(), Some(wr))
         }
     };
@@ -444,7 +449,8 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
                 }
             } else {
-                if proc_cpu(pid).is_none() {
+                // Gone, or a zombie: its I/O is over (a zombie's /proc entry stays until reaped).
+                if crate::watchdog::ended(pid) {
                     exited_early = true;
                     break;
                 }
@@ -475,6 +481,10 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         }
     };
     let elapsed = loadgen::now_ns() - start;
+    // The command was waited for (or the trace failed above, and the watchdog ends it).
+    if let Some(w) = watchdog {
+        w.done();
+    }
     let cpu = match &what {
         External::Pid(_) => {
             let end = tree_cpu(pid).unwrap_or(last_cpu);

@@ -721,3 +721,93 @@ fn iopath_own_writes_are_not_the_workload() {
     // None dirtied: no writeback section at all (it is there only when pages were dirtied).
     assert!(r["writeback"].is_null(), "a direct read job dirtied pages: {}", r["writeback"]);
 }
+
+/// Processes whose command line holds `marker`.
+fn with_marker(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(format!("/proc/{p}/cmdline")) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(t.elapsed().as_secs() < secs, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_killed_iopath_takes_the_commands_whole_tree_with_it() {
+    require_root();
+    let d = scratch("killed-tree");
+    let f = d.join("fio.dat");
+    // fio's two workers are the command's grandchildren: PR_SET_PDEATHSIG alone left them
+    // running under pid 1 when iopath was SIGKILLed.
+    let name = format!("--name=iopath-killed-{}", std::process::id());
+    let fio = [
+        "fio",
+        name.as_str(),
+        "--numjobs=2",
+        "--size=8m",
+        "--rw=randread",
+        "--ioengine=psync",
+        "--time_based",
+        "--runtime=120",
+    ];
+    let mut args = vec!["trace", "--out", d.to_str().unwrap(), "--"];
+    args.extend_from_slice(&fio);
+    let file = format!("--filename={}", f.display());
+    args.push(&file);
+    let mut t = std::process::Command::new(bin())
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = name.trim_start_matches("--name=").to_owned();
+    // fio's parent and its two workers.
+    wait_until("fio's workers", 60, || with_marker(&marker).len() >= 3);
+    // SAFETY: killing the iopath we started.
+    unsafe { libc::kill(t.id() as i32, libc::SIGKILL) };
+    t.wait().unwrap();
+    wait_until("every fio process to end with iopath", 10, || with_marker(&marker).is_empty());
+}
+
+#[test]
+fn a_pid_that_exits_or_already_has_is_said_so() {
+    require_root();
+    // A zombie: `true` exits, and its parent (sh exec'd into sleep) never reaps it.
+    let mut parent = std::process::Command::new("sh").args(["-c", "true & exec sleep 30"]).spawn().unwrap();
+    let zombie = {
+        let mut z = None;
+        wait_until("the zombie", 10, || {
+            z = iopath::watchdog::children_of(&[parent.id()]).into_iter().find(|&c| iopath::watchdog::ended(c));
+            z.is_some()
+        });
+        z.unwrap()
+    };
+    let out = iopath(&["trace", "--pid", &zombie.to_string(), "--json", "-"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("already exited"), "{err}");
+    assert!(out.stdout.is_empty(), "a report for a zombie: {}", String::from_utf8_lossy(&out.stdout));
+    let _ = parent.kill();
+    let _ = parent.wait();
+    // A process that exits during the trace (and, our child, stays a zombie until we reap it):
+    // the trace ends with it, its real duration, not at Ctrl-C or never.
+    let mut short = std::process::Command::new("sleep").arg("1.5").spawn().unwrap();
+    let r = json_of("trace", &["--pid", &short.id().to_string()]);
+    let secs = r["runtime_ns"].as_f64().unwrap() / 1e9;
+    assert!(secs < 2.5, "traced {secs} s of a 1.5 s process");
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("exited during the trace"), "{warnings}");
+    short.wait().unwrap();
+}

@@ -349,7 +349,7 @@ fn bad_top_and_serve_input_is_refused_clearly() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let e = fails(&["serve", "--listen", &addr]);
-    assert!(e.contains(&addr) && e.contains("pick another --listen"), "{e}");
+    assert!(e.contains(&addr) && e.contains("in use") && e.contains("pick another --listen"), "{e}");
     let e = fails(&["serve", "--listen", "not-an-address"]);
     assert!(e.contains("not-an-address"), "{e}");
     let e = fails(&["top", "--batch", "--interval", "0s"]);
@@ -423,4 +423,64 @@ fn serve_runs_without_root_with_the_units_capabilities() {
         assert!(e.contains(says), "without {drop}: {e}");
     }
     let _ = std::fs::remove_file(copy);
+}
+
+/// One scrape of `addr`: its status line and how long it took.
+fn scrape(addr: &str) -> (String, std::time::Duration) {
+    use std::io::{Read, Write};
+    let t = std::time::Instant::now();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: iopath\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    let status = String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_owned();
+    (status, t.elapsed())
+}
+
+#[test]
+fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
+    use std::io::{BufRead, Write};
+    require_root();
+    let _s = serial();
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It says where it listens: with port 0, the port the kernel gave it.
+    let mut err = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let mut addr = String::new();
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.trim().strip_prefix("iopath serve: metrics at http://") {
+            addr = rest.trim_end_matches("/metrics").to_owned();
+            break;
+        }
+        line.clear();
+    }
+    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "no real address printed: {line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    // Ten clients that connect and say nothing, one that sends a byte every 300 ms.
+    let idle: Vec<_> = (0..10).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let slow_addr = addr.clone();
+    let slow = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(&slow_addr).unwrap();
+        for b in b"GET /metrics HTTP/1.1\r\n".iter().take(10) {
+            if c.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..5 {
+        let (status, took) = scrape(&addr);
+        assert_eq!(status, "HTTP/1.1 200 OK", "scrape {i}");
+        assert!(took < Duration::from_millis(100), "scrape {i} took {took:?} with 10 idle and 1 slow client");
+    }
+    drop(idle);
+    slow.join().unwrap();
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
 }

@@ -101,6 +101,11 @@ fn run(mut l: Loop, listen: Option<&str>) -> Result<()> {
     crate::stop::on_signals();
     // Bound before the probes load: a taken port fails fast, with nothing attached.
     let listener = listen.map(http::bind).transpose()?;
+    if let Some(l) = &listener {
+        // The real address: with --listen HOST:0 the kernel picked the port.
+        let at = l.local_addr().map_or_else(|_| listen.unwrap_or("").to_owned(), |a| a.to_string());
+        eprintln!("iopath serve: metrics at http://{at}/metrics");
+    }
     std::thread::scope(|s| -> Result<()> {
         let server = listener.map(|lst| {
             let exp: Exposition = Arc::new(Mutex::new(Arc::new(String::new())));
