@@ -1,8 +1,13 @@
 //! `--events`: one record per I/O (`struct io_record`, bpf/phases.h) as the ring buffer delivers
-//! it, kept in a file: the header line `iopath.events/2` and then 80-byte native-endian records
-//! (`iopath.events/1` files, 64-byte records without the disk and bytes, are still read).
-//! `iopath report --events FILE` turns them back into phases, exactly, per I/O. Pure: bytes in,
-//! summary out.
+//! it, kept in a file (`iopath.events/3`): the header line, the trace's start time and the
+//! header's CRC32C; then blocks of at most BLOCK_RECORDS 80-byte native-endian records, each
+//! after a head with its record count, the time it was written and two CRC32Cs (the head's, the
+//! records'). A damaged block is skipped and counted, never used, and a record stamped before the
+//! trace began or after its block was written is out of range, not a phase: 200 bit flips in a
+//! 42,804-record events/2 file had reached the tables as a 1011 us submission mean (1.95 clean)
+//! and a 17 s maximum. `iopath.events/2` (80-byte records) and `/1` (64-byte, without the disk
+//! and bytes) files are still read, record by record. `iopath report --events FILE` turns them
+//! back into phases, exactly, per I/O. Pure: bytes in, summary out.
 
 use std::io::{self, Read, Write};
 
@@ -11,8 +16,96 @@ use serde::Serialize;
 
 use crate::hist::{Hist, LatSummary};
 
-pub const HEADER: &[u8] = b"iopath.events/2\n";
+pub const HEADER: &[u8] = b"iopath.events/3\n";
 pub const RECORD_SIZE: usize = 80;
+/// The second format: the header line, then records with no checksum.
+pub const HEADER_V2: &[u8] = b"iopath.events/2\n";
+/// Records a block holds (the last one fewer): 4 KiB of records. Damage costs a whole block: with
+/// 64 KiB blocks, 200 bit flips in a 40,000-record file hit all 49 blocks and left nothing; with
+/// 4 KiB, at most 200 of 785 (24 bytes of head per 4080 of records: 0.6%).
+pub const BLOCK_RECORDS: usize = 51;
+const BLOCK_MAGIC: &[u8; 4] = b"IOEB";
+/// A block's head: magic, record count, the time it was written (ns), the records' CRC32C and
+/// the head's own (over the 20 bytes before it).
+const BLOCK_HEAD: usize = 24;
+
+/// CRC32C (Castagnoli, reflected 0x82F63B78), the checksum of iSCSI, ext4 and btrfs metadata.
+pub fn crc32c(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    !data.iter().fold(!0u32, |c, &b| TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8))
+}
+
+/// Writes an events/3 file: the header now, the records in checksummed blocks, the last block at
+/// `finish`. `now` is the probes' clock (CLOCK_MONOTONIC, bpf_ktime_get_ns).
+pub struct BlockWriter<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+    n: u32,
+    now: fn() -> u64,
+}
+
+impl<W: Write> BlockWriter<W> {
+    pub fn new(mut w: W, now: fn() -> u64) -> io::Result<BlockWriter<W>> {
+        let mut head = HEADER.to_vec();
+        head.extend_from_slice(&now().to_le_bytes());
+        let crc = crc32c(&head);
+        head.extend_from_slice(&crc.to_le_bytes());
+        w.write_all(&head)?;
+        Ok(BlockWriter { w, buf: Vec::with_capacity(BLOCK_RECORDS * RECORD_SIZE), n: 0, now })
+    }
+
+    /// One record as the ring buffer delivered it (`struct io_record`'s bytes).
+    pub fn record(&mut self, rec: &[u8]) -> io::Result<()> {
+        let mut r = [0u8; RECORD_SIZE];
+        let k = rec.len().min(RECORD_SIZE);
+        r[..k].copy_from_slice(&rec[..k]);
+        self.buf.extend_from_slice(&r);
+        self.n += 1;
+        if self.n as usize == BLOCK_RECORDS {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> io::Result<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let mut head = Vec::with_capacity(BLOCK_HEAD);
+        head.extend_from_slice(BLOCK_MAGIC);
+        head.extend_from_slice(&self.n.to_le_bytes());
+        head.extend_from_slice(&(self.now)().to_le_bytes());
+        head.extend_from_slice(&crc32c(&self.buf).to_le_bytes());
+        let crc = crc32c(&head);
+        head.extend_from_slice(&crc.to_le_bytes());
+        let written = self.w.write_all(&head).and_then(|()| self.w.write_all(&self.buf));
+        // Cleared either way: a full disk must not grow the block for the rest of the trace.
+        self.buf.clear();
+        self.n = 0;
+        written
+    }
+
+    /// Writes the last block and flushes; the writer back.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.flush_block()?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
 /// The first format: the same fields without `dev` and `bytes`.
 const HEADER_V1: &[u8] = b"iopath.events/1\n";
 const RECORD_SIZE_V1: usize = 64;
@@ -120,6 +213,12 @@ pub struct EventsSummary {
     pub invalid: u64,
     /// Bytes after the last whole record (a file cut short): not used.
     pub truncated_bytes: u64,
+    /// Blocks whose checksum failed (events/3): skipped, never used ...
+    pub damaged_blocks: u64,
+    /// ... and the records they held (a block whose head is damaged counts as a full one).
+    pub damaged_records: u64,
+    /// Records stamped before the trace began or after their block was written: not used.
+    pub outside: u64,
     pub submission: LatSummary,
     pub block: LatSummary,
     pub device: LatSummary,
@@ -127,10 +226,6 @@ pub struct EventsSummary {
     pub completion_posted: Option<LatSummary>,
     pub completion_reap: LatSummary,
     pub total: LatSummary,
-}
-
-pub fn write_header(w: &mut impl Write) -> io::Result<()> {
-    w.write_all(HEADER)
 }
 
 /// `enum submit_mode` values and `enum route_flag` bits of bpf/phases.h a trace can write.
@@ -169,8 +264,19 @@ pub struct Records<R> {
     r: R,
     size: usize,
     buf: [u8; RECORD_SIZE],
-    /// Bytes after the last whole record, once the input ended (a file cut short).
+    /// events/3: the trace's start, and the current block's records still to hand out, with the
+    /// time the block was written.
+    checked: bool,
+    start_ns: u64,
+    block: std::collections::VecDeque<IoRecord>,
+    written_ns: u64,
+    /// Bytes after the last whole record or block (a file cut short).
     pub truncated_bytes: u64,
+    pub damaged_blocks: u64,
+    pub damaged_records: u64,
+    /// Records of a good block whose timestamps lie outside the trace (before its start, after
+    /// the block was written): handed out with `outside` set, for the caller to leave out.
+    pub outside: u64,
 }
 
 impl<R: Read> Records<R> {
@@ -178,24 +284,101 @@ impl<R: Read> Records<R> {
     pub fn new(mut r: R) -> Result<Records<R>> {
         let mut head = vec![0u8; HEADER.len()];
         r.read_exact(&mut head).context("reading the events header")?;
-        let size = if head == HEADER {
-            RECORD_SIZE
+        let (size, checked) = if head == HEADER {
+            (RECORD_SIZE, true)
+        } else if head == HEADER_V2 {
+            (RECORD_SIZE, false)
         } else if head == HEADER_V1 {
-            RECORD_SIZE_V1
+            (RECORD_SIZE_V1, false)
         } else {
-            bail!("not an iopath events file (expected the header 'iopath.events/2'): was it written by 'iopath trace --events-out'?");
+            bail!("not an iopath events file (expected the header 'iopath.events/3'): was it written by 'iopath trace --events-out'?");
         };
-        Ok(Records { r, size, buf: [0; RECORD_SIZE], truncated_bytes: 0 })
+        let mut start_ns = 0;
+        if checked {
+            let mut rest = [0u8; 12];
+            r.read_exact(&mut rest).context("reading the events header")?;
+            head.extend_from_slice(&rest[..8]);
+            if crc32c(&head).to_le_bytes() != rest[8..12] {
+                bail!("the events file's header is damaged (its checksum fails): write a new one with 'iopath trace --events-out FILE'");
+            }
+            start_ns = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
+        }
+        Ok(Records {
+            r,
+            size,
+            buf: [0; RECORD_SIZE],
+            checked,
+            start_ns,
+            block: Default::default(),
+            written_ns: 0,
+            truncated_bytes: 0,
+            damaged_blocks: 0,
+            damaged_records: 0,
+            outside: 0,
+        })
+    }
+
+    /// Reads blocks until one holds records (false at the end of the file).
+    fn next_block(&mut self) -> Result<bool> {
+        loop {
+            let mut head = [0u8; BLOCK_HEAD];
+            let n = fill(&mut self.r, &mut head).context("reading events")?;
+            if n < BLOCK_HEAD {
+                self.truncated_bytes += n as u64;
+                return Ok(false);
+            }
+            let field = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap_or_default());
+            let count = field(4) as usize;
+            let head_ok =
+                &head[..4] == BLOCK_MAGIC && crc32c(&head[..20]) == field(20) && (1..=BLOCK_RECORDS).contains(&count);
+            // A damaged head's count cannot be trusted: every block but the last is full.
+            let len = if head_ok { count } else { BLOCK_RECORDS } * RECORD_SIZE;
+            let mut data = vec![0u8; len];
+            let got = fill(&mut self.r, &mut data).context("reading events")?;
+            if !head_ok {
+                self.damaged_blocks += 1;
+                self.damaged_records += (got / RECORD_SIZE) as u64;
+                if got < len {
+                    return Ok(false);
+                }
+                continue;
+            }
+            if got < len {
+                self.truncated_bytes += (BLOCK_HEAD + got) as u64;
+                return Ok(false);
+            }
+            if crc32c(&data) != field(16) {
+                self.damaged_blocks += 1;
+                self.damaged_records += count as u64;
+                continue;
+            }
+            self.written_ns = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
+            self.block = data.chunks_exact(RECORD_SIZE).filter_map(IoRecord::parse).collect();
+            return Ok(true);
+        }
     }
 
     /// The next record; None at the end (or at a cut record, counted in `truncated_bytes`).
+    /// In an events/3 file only records of blocks whose checksums hold.
     pub fn next_record(&mut self) -> Result<Option<IoRecord>> {
+        if self.checked {
+            if self.block.is_empty() && !self.next_block()? {
+                return Ok(None);
+            }
+            return Ok(self.block.pop_front());
+        }
         let n = fill(&mut self.r, &mut self.buf[..self.size]).context("reading events")?;
         if n < self.size {
             self.truncated_bytes = n as u64;
             return Ok(None);
         }
         Ok(IoRecord::parse(&self.buf[..self.size]))
+    }
+
+    /// Whether `e` lies inside the trace as its file bounds it (events/3; always for older
+    /// files): submitted after the trace began, reaped before its block was written.
+    pub fn inside(&self, e: &IoRecord) -> bool {
+        !self.checked || (e.submit_ts >= self.start_ns && e.reap_ts <= self.written_ns)
     }
 }
 
@@ -224,6 +407,10 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
             s.invalid += 1;
             continue;
         }
+        if !records.inside(&e) {
+            s.outside += 1;
+            continue;
+        }
         if !e.ordered() {
             s.inconsistent += 1;
             continue;
@@ -241,6 +428,8 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
         total.record(e.reap_ts - e.submit_ts);
     }
     s.truncated_bytes = records.truncated_bytes;
+    s.damaged_blocks = records.damaged_blocks;
+    s.damaged_records = records.damaged_records;
     s.submission = sub.summary();
     s.block = blk.summary();
     s.device = dev.summary();
@@ -248,9 +437,15 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
     s.completion_posted = (posted.count() > 0).then(|| posted.summary());
     s.completion_reap = reap.summary();
     s.total = total.summary();
-    let used = s.records - s.inconsistent - s.invalid;
+    let used = s.records - s.inconsistent - s.invalid - s.outside;
     if used == 0 {
         let mut why = format!("no usable I/O record in the events file ({} records", s.records);
+        if s.damaged_blocks > 0 {
+            why.push_str(&format!(", {} damaged blocks skipped", s.damaged_blocks));
+        }
+        if s.outside > 0 {
+            why.push_str(&format!(", {} outside the trace", s.outside));
+        }
         if s.invalid > 0 {
             why.push_str(&format!(", {} damaged", s.invalid));
         }
@@ -271,8 +466,18 @@ pub fn summarize(r: &mut impl Read) -> Result<EventsSummary> {
 pub fn render_text(s: &EventsSummary, w: &mut impl Write) -> io::Result<()> {
     use crate::report::text::us;
     writeln!(w, "iopath report: {} I/O records ({} out of order, not used)", s.records, s.inconsistent)?;
+    if s.damaged_blocks > 0 {
+        writeln!(
+            w,
+            "  WARNING {} damaged blocks ({} records) failed their checksum: skipped, not used",
+            s.damaged_blocks, s.damaged_records
+        )?;
+    }
     if s.invalid > 0 {
         writeln!(w, "  WARNING {} damaged records (fields no trace writes): not used", s.invalid)?;
+    }
+    if s.outside > 0 {
+        writeln!(w, "  WARNING {} records stamped outside the trace: not used", s.outside)?;
     }
     if s.truncated_bytes > 0 {
         writeln!(
@@ -328,7 +533,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_summarize_exactly() {
-        let mut file = HEADER.to_vec();
+        let mut file = HEADER_V2.to_vec();
         for i in 0..1000 {
             file.extend_from_slice(&rec(1 + i * 1_000_000, i % 2 == 0).to_bytes());
         }
@@ -348,7 +553,7 @@ mod tests {
 
     #[test]
     fn damaged_cut_and_empty_files_are_counted_or_refused() {
-        let mut file = HEADER.to_vec();
+        let mut file = HEADER_V2.to_vec();
         for i in 0..10 {
             file.extend_from_slice(&rec(1 + i * 1_000_000, true).to_bytes());
         }
@@ -375,9 +580,9 @@ mod tests {
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("2 damaged records") && text.contains("40 bytes into a record"), "{text}");
         // Header only, and nothing but damage: errors that say so.
-        let e = format!("{:#}", summarize(&mut &HEADER[..]).unwrap_err());
+        let e = format!("{:#}", summarize(&mut &HEADER_V2[..]).unwrap_err());
         assert!(e.contains("no usable I/O record") && e.contains("--events-out"), "{e}");
-        let mut junk = HEADER.to_vec();
+        let mut junk = HEADER_V2.to_vec();
         junk.extend_from_slice(&[0xff; RECORD_SIZE * 3]);
         let e = format!("{:#}", summarize(&mut junk.as_slice()).unwrap_err());
         assert!(e.contains("3 records, 3 damaged"), "{e}");
@@ -387,5 +592,78 @@ mod tests {
     fn a_foreign_file_is_refused_clearly() {
         let err = summarize(&mut &b"{\"schema\":\"iopath.report/1\"}"[..]).unwrap_err();
         assert!(format!("{err:#}").contains("not an iopath events file"));
+    }
+
+    fn clock() -> u64 {
+        10_000_000_000
+    }
+
+    /// An events/3 file of `n` records starting at 1 s (the clock above writes 10 s).
+    fn v3(n: u64) -> Vec<u8> {
+        let mut w = BlockWriter::new(Vec::new(), || 1_000_000_000).unwrap();
+        w.now = clock;
+        for i in 0..n {
+            w.record(&rec(1_000_000_000 + i * 1_000_000, i % 2 == 0).to_bytes()).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn crc32c_is_castagnoli() {
+        // The standard check value of CRC-32C.
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn checksummed_blocks_keep_damage_out_of_every_table() {
+        let clean = summarize(&mut v3(2000).as_slice()).unwrap();
+        const { assert!(2000 > 3 * BLOCK_RECORDS, "the file spans several blocks") };
+        assert_eq!((clean.records, clean.damaged_blocks, clean.invalid), (2000, 0, 0));
+        assert_eq!(clean.total.max, 115_000);
+        // 200 bit flips inside the second block's records: the block is skipped whole.
+        let mut f = v3(2000);
+        let second = 28 + BLOCK_HEAD + BLOCK_RECORDS * RECORD_SIZE + BLOCK_HEAD;
+        for k in 0..200 {
+            f[second + (k * 331) % (BLOCK_RECORDS * RECORD_SIZE)] ^= 1 << (k % 8);
+        }
+        // (distinct offsets: no flip undoes another)
+        let s = summarize(&mut f.as_slice()).unwrap();
+        assert_eq!((s.damaged_blocks, s.damaged_records), (1, BLOCK_RECORDS as u64));
+        assert_eq!(s.records, 2000 - BLOCK_RECORDS as u64);
+        assert_eq!((s.submission.mean, s.total.max), (2_000, 115_000), "no damaged value reaches a table");
+        // A damaged block head: its count is not trusted, a full block is skipped.
+        let mut f = v3(2000);
+        f[28 + 5] ^= 0x40;
+        let s = summarize(&mut f.as_slice()).unwrap();
+        assert_eq!((s.damaged_blocks, s.records), (1, 2000 - BLOCK_RECORDS as u64));
+        let mut text = Vec::new();
+        render_text(&s, &mut text).unwrap();
+        let want = format!("1 damaged blocks ({BLOCK_RECORDS} records) failed their checksum");
+        assert!(String::from_utf8(text).unwrap().contains(&want));
+        // A damaged header: refused, not read.
+        let mut f = v3(10);
+        f[18] ^= 1;
+        let e = format!("{:#}", summarize(&mut f.as_slice()).unwrap_err());
+        assert!(e.contains("header is damaged"), "{e}");
+        // Cut inside the last block: counted, the whole blocks before it used.
+        let f = v3(2000);
+        let s = summarize(&mut &f[..f.len() - 100]).unwrap();
+        assert_eq!(s.records, (2000 / BLOCK_RECORDS * BLOCK_RECORDS) as u64);
+        assert!(s.truncated_bytes > 0);
+    }
+
+    #[test]
+    fn a_record_stamped_outside_the_trace_is_not_used() {
+        let mut w = BlockWriter::new(Vec::new(), || 1_000_000_000).unwrap();
+        w.now = clock;
+        w.record(&rec(2_000_000_000, true).to_bytes()).unwrap();
+        // Before the trace began; after its block was written (a reap at 36 minutes).
+        w.record(&rec(5, true).to_bytes()).unwrap();
+        let mut late = rec(2_000_000_000, true);
+        late.reap_ts = 2_160_000_000_000;
+        late.tid = 9;
+        w.record(&late.to_bytes()).unwrap();
+        let s = summarize(&mut w.finish().unwrap().as_slice()).unwrap();
+        assert_eq!((s.records, s.outside, s.total.count), (3, 2, 1));
     }
 }

@@ -233,13 +233,19 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         return Err(e);
     }
     // A flamegraph run always has an output folder: flamegraphs/<job>-<time> unless --out says.
+    let mut flame_err = None;
     let out = a.out.clone().or_else(|| sampling.then(|| iopath::flame::default_dir(&rep.label())));
     if let (Some(dir), Some(stacks)) = (&out, &raw.stacks) {
         let (title, subtitle) = rep.headline();
-        // A finished trace is never dropped for its pictures: the report says what failed.
+        // A finished trace is never dropped for its pictures: the report says what failed, and
+        // the exit status does, after the report (a failed oncpu.svg on a full disk was only a
+        // warning with status 0).
         match iopath::flame::write_graphs(stacks, dir, &title, &subtitle, a.pprof.then_some(rep.runtime_ns)) {
             Ok(g) => rep.flamegraphs = Some(g),
-            Err(e) => rep.warnings.push(format!("flamegraphs not written: {e:#}")),
+            Err(e) => {
+                rep.warnings.push(format!("flamegraphs not written: {e:#}"));
+                flame_err = Some(e);
+            }
         }
     }
     // The report first (stdout, --json), then the folder: a folder that cannot be written loses
@@ -263,6 +269,9 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         .collect();
         let html = report::html::trace_page(&rep, &raw, &flames);
         write_file(&dir.join("report.html"), html)?;
+    }
+    if let Some(e) = flame_err {
+        return Err(e.context("the report is written, its flamegraphs are not"));
     }
     if let Some(e) = iopath::trace::command_failed(&rep) {
         return Err(e);

@@ -459,7 +459,19 @@ fn the_committed_kernel_study_is_drawn_again() {
         let (a, b) = (&now["columns"][i], &then["columns"][i]);
         assert_eq!(a["name"], b["name"]);
         assert_eq!(a["comparison"]["verdict"], b["comparison"]["verdict"], "the committed verdict, drawn again");
+        // Each point's own explanation, weighed by the IOPS it lost: the submitter CPU-bound
+        // with the IOMMU's maps (counting phases had named "block phase +1.9..+5.0 us" for 6.12).
+        let v = a["comparison"]["verdict"].as_str().unwrap();
+        assert!(
+            v.contains("explained by CPU per I/O") && v.contains("iommu map 0.00 -> 1.00 per I/O"),
+            "{}: {v}",
+            a["name"]
+        );
+        assert!(!v.contains("block phase"), "{}: {v}", a["name"]);
     }
+    // 6.1's one point that was not CPU-bound names the phase that grew there.
+    let v61 = now["columns"][0]["comparison"]["verdict"].as_str().unwrap();
+    assert!(v61.contains("device phase +13.3 us"), "{v61}");
     let dom = rendered(&out.join("study.html"));
     let (ok, total) = plots_ok(&dom);
     assert!(total == 6 && ok == total, "IOPS, p50 and p99 for each kernel: {ok} of {total}");

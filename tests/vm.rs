@@ -322,6 +322,21 @@ fn iommu_sweeps_compared() {
         }
         let verdict = c["verdict"].as_str().unwrap();
         assert!(verdict.contains("likely cause: IOMMU translation"), "{kernel}: {verdict}");
+        // Each moved point explains itself (CPU per I/O where the submitter is CPU-bound, else the
+        // phase that moved most), with the IOMMU's maps; the verdict weighs those, it does not
+        // count phases (the quick pair had read "completion phase -4.8 us at 1 of the 2 points"
+        // while QD16 lost 41% with device +47.9 us).
+        let moved: Vec<&Value> = points.iter().filter(|p| p["iops_judgement"] == "slower").collect();
+        for p in &moved {
+            let kind = p["explanation"]["kind"].as_str().unwrap();
+            assert!(kind == "CPU per I/O" || kind == p["moved_most"], "{kernel}: {p}");
+        }
+        if !moved.is_empty() {
+            assert!(
+                verdict.contains("explained by") && verdict.contains("iommu map 0.00 -> 1.00 per I/O"),
+                "{kernel}: {verdict}"
+            );
+        }
         assert!(c["config_changes"].as_array().unwrap().iter().any(|x| x["key"] == "iommu.mode"), "{kernel}");
         for f in ["report.html", "iops.svg", "p99.svg"] {
             assert!(dir.join(f).is_file(), "{kernel}: {f}");

@@ -93,7 +93,8 @@ pub fn write_graphs(
         let folded = dir.join(format!("{name}.folded"));
         let mut text = Vec::new();
         fold::write(&lines, &mut text)?;
-        std::fs::write(&folded, &text).with_context(|| format!("writing {}", folded.display()))?;
+        // Temporary name, then renamed: a full disk leaves no partial picture (output.rs).
+        crate::output::write_file(&folded, &text)?;
         let svg_path = dir.join(format!("{name}.svg"));
         let as_lines: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
         let svg = if as_lines.is_empty() {
@@ -101,7 +102,7 @@ pub fn write_graphs(
         } else {
             render::svg(&as_lines, &render::Labels { title: &format!("{title} ({what})"), subtitle, count_name })?
         };
-        std::fs::write(&svg_path, svg).with_context(|| format!("writing {}", svg_path.display()))?;
+        crate::output::write_file(&svg_path, svg)?;
         let top_frames =
             fold::inclusive_shares(&lines).into_iter().filter(|(f, _)| !comms.contains(f)).take(20).collect();
         let total = lines.iter().map(|(_, n)| n).sum();
@@ -113,8 +114,7 @@ pub fn write_graphs(
                     pprof::Kind::OnCpu { period_ns: 1_000_000_000 / stacks.freq_hz.max(1) }
                 };
                 let p = dir.join(format!("{name}.pb.gz"));
-                std::fs::write(&p, pprof::profile(&lines, kind, duration_ns))
-                    .with_context(|| format!("writing {}", p.display()))?;
+                crate::output::write_file(&p, pprof::profile(&lines, kind, duration_ns))?;
                 Some(p)
             }
             None => None,

@@ -74,7 +74,7 @@ impl Collectors<'_> {
         let received = AtomicU64::new(0);
         let kept = AtomicU64::new(0);
         // --events-out: the file and the first write error.
-        let sink: Mutex<Option<BufWriter<File>>> = Mutex::new(None);
+        let sink: Mutex<Option<crate::events::BlockWriter<BufWriter<File>>>> = Mutex::new(None);
         let sink_err: Mutex<Option<String>> = Mutex::new(None);
         let stamps: Mutex<(Vec<IrqStamp>, u64)> = Mutex::new((Vec::new(), 0));
         let mut out = Collected::default();
@@ -102,11 +102,12 @@ impl Collectors<'_> {
                     // Under a temporary name until the trace ends (renamed then): a failed
                     // write or a kill never leaves a partial file under the user's name.
                     let tmp = crate::output::temp_name(p);
-                    let mut f = BufWriter::with_capacity(
+                    let f = BufWriter::with_capacity(
                         1 << 20,
                         File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
                     );
-                    crate::events::write_header(&mut f).with_context(|| format!("writing {}", p.display()))?;
+                    let f = crate::events::BlockWriter::new(f, crate::loadgen::now_ns)
+                        .with_context(|| format!("writing {}", p.display()))?;
                     *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
                 }
                 let (received, sink, kept, sink_err, stamps) = (&received, &sink, &kept, &sink_err, &stamps);
@@ -116,7 +117,7 @@ impl Collectors<'_> {
                     if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
                         // A full disk must not stop the trace: the first error and what was kept
                         // are reported.
-                        match f.write_all(data) {
+                        match f.record(data) {
                             Ok(()) => {
                                 kept.fetch_add(1, Ordering::Relaxed);
                             }
@@ -206,12 +207,18 @@ impl Collectors<'_> {
         })?;
         out.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
         (out.irq_stamps, out.irq_stamps_dropped) = stamps.into_inner().unwrap_or_else(|e| e.into_inner());
-        if let (Some(p), Some(mut f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
+        if let (Some(p), Some(f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
             let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = f.flush() {
-                err.get_or_insert(e.to_string());
+            match f.finish() {
+                Ok(mut w) => {
+                    if let Err(e) = w.flush() {
+                        err.get_or_insert(e.to_string());
+                    }
+                }
+                Err(e) => {
+                    err.get_or_insert(e.to_string());
+                }
             }
-            drop(f);
             let tmp = crate::output::temp_name(p);
             if err.is_none() {
                 if let Err(e) = std::fs::rename(&tmp, p) {

@@ -18,9 +18,15 @@ pub fn si(x: f64) -> String {
 }
 
 /// Nanoseconds as microseconds with sensible precision.
+/// Microseconds for a 9-wide column: at most 8 characters whatever the value, so columns never
+/// run together (a damaged 36-minute value had): seconds from 10 s ("12.3s"), hours from 10^4 s.
 pub fn us(ns: u64) -> String {
     let u = ns as f64 / 1e3;
-    if u >= 1000.0 {
+    if u >= 1e10 {
+        format!("{:.0}h", u / 3.6e9)
+    } else if u >= 1e7 {
+        format!("{:.1}s", u / 1e6)
+    } else if u >= 1000.0 {
         format!("{u:.0}")
     } else if u >= 100.0 {
         format!("{u:.1}")
@@ -1052,6 +1058,20 @@ fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_microsecond_cell_never_outgrows_its_column() {
+        let mut ns = 1u64;
+        while ns < u64::MAX / 10 {
+            for v in [ns, ns * 3, ns * 9] {
+                assert!(us(v).len() <= 8, "{v} ns -> {}", us(v));
+            }
+            ns *= 10;
+        }
+        assert!(us(u64::MAX).len() <= 8, "{}", us(u64::MAX));
+        assert_eq!(us(2_160_000_000_000), "2160.0s");
+        assert_eq!(us(3_613_000), "3613");
+    }
     use crate::timeseries::{PhaseMeans, Point, TimeSeries};
 
     fn point(i: u64, iops: f64, device: Option<u64>) -> Point {
