@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 # (`go tool pprof` reads the profiles; Debian's golang-go where no Go is installed).
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
       e2fsprogs util-linux fio python3-six bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 python3-venv curl ca-certificates
-      sqlite3 postgresql-15 tmux prometheus)
+      sqlite3 postgresql-15 tmux prometheus python3-yaml)
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || PKGS+=(golang-go)
 missing=()
 for p in "${PKGS[@]}"; do

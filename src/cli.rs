@@ -88,6 +88,10 @@ pub struct TopArgs {
     /// Cgroups with a label of their own in the metrics; later ones are summed into "other".
     #[arg(long, default_value_t = 50)]
     pub cgroups: usize,
+    /// kubelet's pod folders (`<namespace>_<name>_<uid>`): Kubernetes pods are labelled with
+    /// their namespace and name from there (pod UID, container id and QoS come from the cgroup).
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    pub pods_root: std::path::PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -101,6 +105,10 @@ pub struct ServeArgs {
     /// Cgroups with a label of their own; later ones are summed into "other".
     #[arg(long, default_value_t = 50)]
     pub cgroups: usize,
+    /// kubelet's pod folders (`<namespace>_<name>_<uid>`): Kubernetes pods are labelled with
+    /// their namespace and name from there (pod UID, container id and QoS come from the cgroup).
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    pub pods_root: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]

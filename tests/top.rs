@@ -479,8 +479,115 @@ fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
         assert_eq!(status, "HTTP/1.1 200 OK", "scrape {i}");
         assert!(took < Duration::from_millis(100), "scrape {i} took {took:?} with 10 idle and 1 slow client");
     }
+    // The agent's own cost is among the metrics: each program's runs and CPU time.
+    let get = || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut b = String::new();
+        c.read_to_string(&mut b).unwrap();
+        b
+    };
+    let mut body = get();
+    // The first refresh publishes the exposition (--interval 1s).
+    let t = Instant::now();
+    while !body.contains("iopath_bpf_runs_total") && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(200));
+        body = get();
+    }
+    let runs: u64 = body
+        .lines()
+        .filter(|l| l.starts_with("iopath_bpf_runs_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(runs > 0 && body.contains("iopath_bpf_run_seconds_total{prog="), "no self-metrics: {body}");
     drop(idle);
     slow.join().unwrap();
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     assert!(serve.wait().unwrap().success());
+}
+
+/// A Kubernetes pod's cgroup as kubelet's cgroupfs driver makes it (here in the host's v1 blkio
+/// hierarchy; the rig has v2), with kubelet's pod folder beside it: serve labels the pod's
+/// series with its namespace, name, UID, container and QoS class, and counts its I/Os as the
+/// workload counted them itself.
+#[test]
+fn a_pods_series_carry_its_namespace_name_container_and_qos() {
+    use std::io::BufRead;
+    require_root();
+    let _s = serial();
+    let uid = "8f3e4a2c-1b2d-4c5e-9f60-7a8b9c0d1e2f";
+    let id = "4b825dc642cb6eb9a060e54bf8d69288fbee4904cafebabe0123456789abcdef";
+    let base = Path::new("/sys/fs/cgroup/blkio/kubepods");
+    let cg = base.join("burstable").join(format!("pod{uid}")).join(id);
+    std::fs::create_dir_all(&cg).unwrap();
+    let d = scratch("top-pods");
+    let pods = d.join("pods");
+    std::fs::create_dir_all(pods.join(format!("shop_cart-7d9f_{uid}"))).unwrap();
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pods-root", pods.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let mut line = String::new();
+    let mut addr = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.trim().strip_prefix("iopath serve: metrics at http://") {
+            addr = rest.trim_end_matches("/metrics").to_owned();
+            break;
+        }
+        line.clear();
+    }
+    assert!(!addr.is_empty(), "serve did not say where it listens");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    std::thread::sleep(Duration::from_millis(1500));
+    let f = d.join("t.dat");
+    let out = d.join("run.json");
+    let cmd = format!("echo $$ > {}/cgroup.procs && exec \"$0\" run \"$@\"", cg.display());
+    let run = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .arg(bin())
+        // Alive across refreshes: serve reads a process's cgroup when its I/O first shows.
+        .args(["--file", f.to_str().unwrap(), "--size", "16m", "--engine", "psync", "--runtime", "3s"])
+        .args(["--json", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let own = finish(run, &out)["ios"].as_u64().unwrap();
+    // Two refreshes later the series hold it.
+    std::thread::sleep(Duration::from_millis(2500));
+    let body = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut b = String::new();
+        c.read_to_string(&mut b).unwrap();
+        b
+    };
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let _ = serve.wait();
+    for dir in [cg.clone(), cg.parent().unwrap().to_owned(), base.join("burstable"), base.to_owned()] {
+        let _ = std::fs::remove_dir(dir);
+    }
+    let counted: u64 = body
+        .lines()
+        .filter(|l| l.starts_with("iopath_ios_total{") && l.contains("pod=\"cart-7d9f\""))
+        .inspect(|l| {
+            for want in [
+                "namespace=\"shop\"",
+                &format!("pod_uid=\"{uid}\""),
+                &format!("container_id=\"{id}\""),
+                "qos=\"burstable\"",
+            ] {
+                assert!(l.contains(want), "{want} missing: {l}");
+            }
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    // The sync route's reads, as the generator counted them, within 1% (top --batch's rule).
+    assert!(counted.abs_diff(own) <= own / 100, "serve counted {counted} of the pod's {own} I/Os: {body}");
 }

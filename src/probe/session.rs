@@ -73,6 +73,9 @@ pub struct LiveMaps {
     pub count_counters: i32,
     /// Every hook of the session: its name, whether it attached, and how (tp_btf, raw_tp ...).
     pub hooks: Vec<(String, bool, String)>,
+    /// The attached hooks' programs (hook, program fd): their run counts and times, live (with
+    /// `prog_stats`).
+    pub progs: Vec<(String, i32)>,
     /// The per-I/O tables (mmapable arrays), for expiry (probe::expire).
     pub ios: i32,
     pub links: i32,
@@ -382,6 +385,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
         phase_counters: collectors.series_fds.phase_counters,
         count_counters: collectors.series_fds.count_counters,
         hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
+        progs: probes.iter().filter(|p| p.attached && p.prog_fd > 0).map(|p| (p.name.clone(), p.prog_fd)).collect(),
         ios: phases.maps.ios.as_fd().as_raw_fd(),
         links: phases.maps.links.as_fd().as_raw_fd(),
         ios_held: phases.maps.ios_held.as_fd().as_raw_fd(),
@@ -417,7 +421,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
 /// The kernel's record of a program: run count and time (when stats are on), and
 /// recursion_misses — runs skipped because another BPF program was running on that CPU, i.e.
 /// events the program never saw.
-fn prog_info(fd: i32) -> Option<libbpf_rs::libbpf_sys::bpf_prog_info> {
+pub(crate) fn prog_info(fd: i32) -> Option<libbpf_rs::libbpf_sys::bpf_prog_info> {
     let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: the kernel fills at most `len` bytes of `info`.

@@ -37,7 +37,10 @@ pub struct Reader {
     buf: Vec<u8>,
     /// Who each process is, read when first seen (a process's name and cgroup rarely change,
     /// and it may be gone by the next read).
-    known: HashMap<u32, (String, String)>,
+    known: HashMap<u32, (String, String, Option<super::k8s::Container>)>,
+    /// kubelet's pod folders (/var/log/pods) and the pod names read from them.
+    pods_root: std::path::PathBuf,
+    pod_names: BTreeMap<String, (String, String)>,
     /// dev_t -> name and the disk's interrupt vectors, read at start and on an unknown dev_t.
     devs: BTreeMap<u32, String>,
     vectors: BTreeMap<u32, Vec<u32>>,
@@ -85,7 +88,7 @@ fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
 }
 
 impl Reader {
-    pub fn new(maps: LiveMaps) -> anyhow::Result<Reader> {
+    pub fn new(maps: LiveMaps, pods_root: std::path::PathBuf) -> anyhow::Result<Reader> {
         let expiry = Some(crate::probe::expire::Expiry::new([maps.ios, maps.ios_held], [maps.links, maps.links_held])?);
         let mut r = Reader {
             expiry,
@@ -95,6 +98,8 @@ impl Reader {
             ncpu: libbpf_rs::num_possible_cpus()?,
             buf: Vec::new(),
             known: HashMap::new(),
+            pod_names: super::k8s::pod_names(&pods_root),
+            pods_root,
             devs: BTreeMap::new(),
             vectors: BTreeMap::new(),
             evicted: 0,
@@ -210,20 +215,24 @@ impl Reader {
             if !alive {
                 gone.push(k.tgid);
             }
-            let (c, cg) = match self.known.get(&k.tgid) {
+            let (c, cg, container) = match self.known.get(&k.tgid) {
                 Some(x) => x.clone(),
                 None => {
-                    let x = (
-                        comm(&self.roots, k.tgid).unwrap_or_else(|| "?".into()),
-                        io_cgroup(&self.roots, k.tgid).unwrap_or_else(|| "?".into()),
-                    );
+                    let cg = io_cgroup(&self.roots, k.tgid).unwrap_or_else(|| "?".into());
+                    // A pod not named yet: kubelet made its folder since the last look.
+                    let mut container = super::k8s::container(&cg, &self.pod_names);
+                    if container.as_ref().is_some_and(|c| c.pod_uid.is_some() && c.pod.is_none()) {
+                        self.pod_names = super::k8s::pod_names(&self.pods_root);
+                        container = super::k8s::container(&cg, &self.pod_names);
+                    }
+                    let x = (comm(&self.roots, k.tgid).unwrap_or_else(|| "?".into()), cg, container);
                     if alive {
                         self.known.insert(k.tgid, x.clone());
                     }
                     x
                 }
             };
-            procs.insert(k.tgid, Proc { comm: c, cgroup: cg, ctx: ctx_switches(&self.roots, k.tgid) });
+            procs.insert(k.tgid, Proc { comm: c, cgroup: cg, ctx: ctx_switches(&self.roots, k.tgid), container });
         }
         let ints = sysconf::interrupts(&self.roots);
         let irqs = self
@@ -246,7 +255,16 @@ impl Reader {
                 self.delete(&k);
             }
         }
-        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel }
+        let bpf = self
+            .maps
+            .progs
+            .iter()
+            .filter_map(|(hook, fd)| {
+                let i = crate::probe::session::prog_info(*fd)?;
+                Some((hook.clone(), (i.run_cnt, i.run_time_ns)))
+            })
+            .collect();
+        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf }
     }
 }
 

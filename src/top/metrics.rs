@@ -26,6 +26,9 @@ pub struct SeriesKey {
     pub cgroup: String,
     pub route: &'static str,
     pub op: &'static str,
+    /// The cgroup's Kubernetes pod or container, as labels (namespace, pod, pod_uid,
+    /// container_id, qos: those known); none for cgroup="other".
+    pub container: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -46,6 +49,8 @@ pub struct Exporter {
     ctx: BTreeMap<String, u64>,
     lost: BTreeMap<String, u64>,
     kernel: BTreeMap<String, u64>,
+    /// Each hook's program: runs and ns, cumulative (the kernel's own counters).
+    bpf: BTreeMap<String, (u64, u64)>,
     hooks: Vec<(String, bool, String)>,
     pub refreshes: u64,
 }
@@ -78,12 +83,15 @@ impl Exporter {
         // The busiest first: within one refresh they are admitted first.
         moved.sort_by_key(|m| std::cmp::Reverse(m.1.ios));
         let cgroup_of = |tgid: u32| cur.procs.get(&tgid).map_or("?".to_owned(), |p| p.cgroup.clone());
+        let container_of =
+            |tgid: u32| cur.procs.get(&tgid).and_then(|p| p.container.as_ref()).map(|c| c.labels()).unwrap_or_default();
         let mut seen_tgid = BTreeSet::new();
         for (k, d) in &moved {
             let cg = self.label(&cgroup_of(k.tgid));
             let disk = cur.devs.get(&k.dev).cloned().unwrap_or_else(|| format!("{}:{}", k.dev >> 20, k.dev & 0xfffff));
             let key = SeriesKey {
                 disk,
+                container: if cg == OTHER { Vec::new() } else { container_of(k.tgid) },
                 cgroup: cg.clone(),
                 route: route_name(k.route),
                 op: if k.write { "write" } else { "read" },
@@ -119,6 +127,9 @@ impl Exporter {
         for (why, n) in &cur.lost {
             *self.lost.entry(why.clone()).or_default() += n.saturating_sub(prev.lost.get(why).copied().unwrap_or(0));
         }
+        for (hook, v) in &cur.bpf {
+            self.bpf.insert(hook.clone(), *v);
+        }
         for (what, n) in &cur.kernel {
             *self.kernel.entry(what.clone()).or_default() +=
                 n.saturating_sub(prev.kernel.get(what).copied().unwrap_or(0));
@@ -145,12 +156,14 @@ struct View(Exporter);
 type Labels = Vec<(String, String)>;
 
 fn labels(k: &SeriesKey) -> Labels {
-    vec![
+    let mut l: Labels = vec![
         ("disk".into(), k.disk.clone()),
         ("cgroup".into(), k.cgroup.clone()),
         ("route".into(), k.route.into()),
         ("op".into(), k.op.into()),
-    ]
+    ];
+    l.extend(k.container.iter().cloned());
+    l
 }
 
 /// A counter family from (labels, value) pairs.
@@ -242,6 +255,25 @@ impl prometheus_client::collector::Collector for View {
             None,
             e.lost.iter().map(|(w, v)| (vec![("reason".to_owned(), w.clone())], *v)),
         )?;
+        counters(
+            &mut enc,
+            "iopath_bpf_runs",
+            "Runs of each of iopath's BPF programs (by hook), since it loaded",
+            None,
+            e.bpf.iter().map(|(h, (runs, _))| (vec![("prog".to_owned(), h.clone())], *runs)),
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "iopath_bpf_run",
+                "CPU time of each of iopath's BPF programs (by hook), since it loaded: what the agent costs",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            for (h, (_, ns)) in &e.bpf {
+                let l: Labels = vec![("prog".into(), h.clone())];
+                m.encode_family(&l)?.encode_counter::<Labels, f64, f64>(&(*ns as f64 / 1e9), None)?;
+            }
+        }
         {
             let mut m = enc.encode_descriptor(
                 "iopath_cgroups_folded",
@@ -285,10 +317,12 @@ mod tests {
             c.slots[2 * TOP_SLOTS + 53] = n * 10;
             c.sum[2] = n * 10 * 100_000;
             s.rows.insert(Key { tgid: *tgid, dev: 7 << 20, route: 4, write: false }, c);
-            s.procs.insert(*tgid, Proc { comm: "dd".into(), cgroup: cg.to_string(), ctx: Some(n * 3) });
+            s.procs
+                .insert(*tgid, Proc { comm: "dd".into(), cgroup: cg.to_string(), ctx: Some(n * 3), container: None });
         }
         s.devs.insert(7 << 20, "loop0".into());
         s.lost.insert("table full".into(), n);
+        s.bpf.insert("block:block_rq_complete".into(), (n * 10, n * 5000));
         s
     }
 
@@ -311,6 +345,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("iopath_cgroups_folded 2"), "{text}");
+        // The agent's own cost, per program, as the kernel counts it.
+        assert!(text.contains(r#"iopath_bpf_runs_total{prog="block:block_rq_complete"} 20"#), "{text}");
+        assert!(text.contains("# TYPE iopath_bpf_run_seconds counter"), "{text}");
+        assert!(text.contains(r#"iopath_bpf_run_seconds_total{prog="block:block_rq_complete"} 0.00001"#), "{text}");
         assert!(text.contains(r#"iopath_lost_events_total{reason="table full"} 2"#), "{text}");
         assert!(
             text.contains(r#"iopath_probe_info{hook="block:block_rq_issue",attached="true",via="tp_btf"} 1"#),

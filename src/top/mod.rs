@@ -7,6 +7,7 @@
 
 pub mod counts;
 mod http;
+pub mod k8s;
 pub mod live;
 pub mod metrics;
 pub mod table;
@@ -39,6 +40,8 @@ struct Loop {
     show: Show,
     exposition: Option<Exposition>,
     cgroups: usize,
+    /// kubelet's pod folders (`<namespace>_<name>_<uid>`): the pods' names.
+    pods_root: std::path::PathBuf,
 }
 
 fn opts() -> TraceOpts {
@@ -48,6 +51,9 @@ fn opts() -> TraceOpts {
         // SAFETY: gettid has no preconditions.
         exclude_tids: vec![unsafe { libc::gettid() } as u32],
         top: true,
+        // The agent's own cost, live (iopath_bpf_* and top's header): the kernel times every
+        // program run while iopath holds BPF_ENABLE_STATS (two clock reads a run).
+        prog_stats: true,
         ..Default::default()
     }
 }
@@ -76,7 +82,15 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
         Show::Tui
     };
     run(
-        Loop { interval: a.interval, by: a.by, sort: a.sort, show, exposition: None, cgroups: a.cgroups },
+        Loop {
+            interval: a.interval,
+            by: a.by,
+            sort: a.sort,
+            show,
+            exposition: None,
+            cgroups: a.cgroups,
+            pods_root: a.pods_root,
+        },
         a.listen.as_deref(),
     )
 }
@@ -91,6 +105,7 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             show: Show::Nothing,
             exposition: None,
             cgroups: a.cgroups,
+            pods_root: a.pods_root,
         },
         Some(&a.listen),
     )
@@ -135,7 +150,7 @@ fn sleep_until(deadline: Instant) {
 
 fn refresh_loop(l: &Loop, maps: LiveMaps) -> Result<()> {
     let mut exporter = metrics::Exporter::new(l.cgroups, maps.hooks.clone());
-    let mut reader = live::Reader::new(maps)?;
+    let mut reader = live::Reader::new(maps, l.pods_root.clone())?;
     let publish = |e: &metrics::Exporter| -> Result<()> {
         if let Some(x) = &l.exposition {
             let text = Arc::new(e.encode().map_err(|_| anyhow::anyhow!("encoding the metrics failed"))?);

@@ -18,6 +18,9 @@ pub struct Proc {
     pub cgroup: String,
     /// Voluntary + involuntary context switches of all its threads, cumulative (None: gone).
     pub ctx: Option<u64>,
+    /// The Kubernetes pod or container its cgroup names (top::k8s), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<super::k8s::Container>,
 }
 
 /// One read of everything a frame needs.
@@ -35,6 +38,8 @@ pub struct Snapshot {
     pub lost: BTreeMap<String, u64>,
     /// Other kernel events counted system-wide (IOMMU and DMA maps), cumulative.
     pub kernel: BTreeMap<String, u64>,
+    /// Each attached hook's program: (runs, ns of CPU), cumulative since it loaded.
+    pub bpf: BTreeMap<String, (u64, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -42,6 +47,19 @@ pub enum GroupBy {
     #[default]
     Process,
     Cgroup,
+    /// Kubernetes pods (namespace/name, from the cgroup path and kubelet's pod folders), and
+    /// Docker or Podman containers; any other process by its cgroup.
+    Pod,
+}
+
+impl GroupBy {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Process => "process",
+            GroupBy::Cgroup => "cgroup",
+            GroupBy::Pod => "pod",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -115,6 +133,8 @@ pub struct Frame {
     pub ios: u64,
     /// I/Os not counted in this frame, by reason.
     pub lost: BTreeMap<String, u64>,
+    /// The probes' CPU time in this frame per I/O counted (None: no I/O, or no run times).
+    pub bpf_ns_per_io: Option<f64>,
 }
 
 fn disk_name(s: &Snapshot, dev: u32) -> String {
@@ -139,7 +159,7 @@ pub fn ctx_since(prev: &Snapshot, cur: &Snapshot, tgid: u32) -> Option<u64> {
 pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Frame {
     let dur_s = (cur.t_ns.saturating_sub(prev.t_ns) as f64 / 1e9).max(1e-9);
     let moved = moved(prev, cur);
-    let unknown = Proc { comm: "?".into(), cgroup: "?".into(), ctx: None };
+    let unknown = Proc { comm: "?".into(), cgroup: "?".into(), ctx: None, container: None };
     let proc_of = |tgid: u32| cur.procs.get(&tgid).unwrap_or(&unknown);
     // Per disk and per process (or cgroup): I/Os, for the per-I/O ratios.
     let mut disk_ios: BTreeMap<u32, u64> = BTreeMap::new();
@@ -147,6 +167,10 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
     let who = |k: &Key| match by {
         GroupBy::Process => k.tgid.to_string(),
         GroupBy::Cgroup => proc_of(k.tgid).cgroup.clone(),
+        GroupBy::Pod => {
+            let p = proc_of(k.tgid);
+            p.container.as_ref().and_then(|c| c.key()).unwrap_or_else(|| p.cgroup.clone())
+        }
     };
     for (k, d) in &moved {
         *disk_ios.entry(k.dev).or_default() += d.ios;
@@ -184,7 +208,8 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
             Row {
                 pid: (by == GroupBy::Process).then_some(tgid),
                 comm: if by == GroupBy::Process { p.comm.clone() } else { String::new() },
-                cgroup: p.cgroup.clone(),
+                // Grouped by pod, the column names the pod (its key), not one process's cgroup.
+                cgroup: if by == GroupBy::Pod { w.clone() } else { p.cgroup.clone() },
                 disk: disk_name(cur, dev),
                 route: route_name(route),
                 op: if write { "write" } else { "read" },
@@ -201,7 +226,10 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
     sort_rows(&mut rows, sort);
     let lost =
         cur.lost.iter().map(|(k, v)| (k.clone(), v.saturating_sub(prev.lost.get(k).copied().unwrap_or(0)))).collect();
-    Frame { dur_s, ios: rows.iter().map(|r| r.ios).sum(), rows, lost }
+    let ios: u64 = rows.iter().map(|r| r.ios).sum();
+    let bpf_ns: u64 = cur.bpf.iter().map(|(k, (_, ns))| ns.saturating_sub(prev.bpf.get(k).map_or(0, |p| p.1))).sum();
+    let bpf_ns_per_io = (ios > 0 && bpf_ns > 0).then(|| bpf_ns as f64 / ios as f64);
+    Frame { dur_s, ios, rows, lost, bpf_ns_per_io }
 }
 
 pub fn sort_rows(rows: &mut [Row], sort: SortBy) {
@@ -283,9 +311,12 @@ pub fn render_text(f: &Frame, by: GroupBy, sort: SortBy, limit: usize, w: &mut i
         f.dur_s,
         f.ios as f64 / f.dur_s,
         f.rows.len(),
-        if by == GroupBy::Process { "process" } else { "cgroup" },
+        by.name(),
         sort.name()
     )?;
+    if let Some(ns) = f.bpf_ns_per_io {
+        write!(w, "; BPF {ns:.0} ns per I/O")?;
+    }
     if lost > 0 {
         let why: Vec<String> = f.lost.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
         write!(w, "; NOT COUNTED {lost} ({})", why.join(", "))?;
@@ -313,6 +344,37 @@ mod tests {
     use super::super::counts::TOP_SLOTS;
     use super::*;
 
+    #[test]
+    fn by_pod_a_pods_processes_are_one_row_named_by_the_pod() {
+        let uid = "8f3e4a2c-1b2d-4c5e-9f60-7a8b9c0d1e2f";
+        let names: BTreeMap<String, (String, String)> =
+            [(uid.to_owned(), ("shop".to_owned(), "cart".to_owned()))].into_iter().collect();
+        let mut a = Snapshot::default();
+        let mut b = Snapshot { t_ns: 1_000_000_000, ..Default::default() };
+        for (tgid, ctr) in [(20u32, "aaaaaaaaaaaa1"), (21, "bbbbbbbbbbbb2")] {
+            let cg = format!("/kubepods/pod{uid}/{ctr}");
+            let p = Proc {
+                comm: "w".into(),
+                cgroup: cg.clone(),
+                ctx: Some(0),
+                container: super::super::k8s::container(&cg, &names),
+            };
+            a.procs.insert(tgid, p.clone());
+            b.procs.insert(tgid, p);
+            let k = Key { tgid, dev: 7 << 20, route: 4, write: false };
+            b.rows.insert(k, Counts { ios: 100, ..Default::default() });
+        }
+        b.procs.insert(
+            30,
+            Proc { comm: "sshd".into(), cgroup: "/system.slice/ssh.service".into(), ctx: Some(0), container: None },
+        );
+        b.rows.insert(Key { tgid: 30, dev: 7 << 20, route: 4, write: false }, Counts { ios: 5, ..Default::default() });
+        let f = frame(&a, &b, GroupBy::Pod, SortBy::Iops);
+        assert_eq!(f.rows.len(), 2, "{:?}", f.rows);
+        assert_eq!((f.rows[0].cgroup.as_str(), f.rows[0].ios), ("shop/cart", 200));
+        assert_eq!(f.rows[1].cgroup, "/system.slice/ssh.service");
+    }
+
     /// `n` I/Os of `bytes` each, every phase `ns` long.
     fn counts(n: u64, bytes: u64, ns: [u64; 4]) -> Counts {
         let mut c = Counts { ios: n, bytes: n * bytes, ..Default::default() };
@@ -326,8 +388,8 @@ mod tests {
 
     fn snap(t_s: u64, rows: Vec<(Key, Counts)>, ctx: u64, irqs: u64) -> Snapshot {
         let mut s = Snapshot { t_ns: t_s * 1_000_000_000, rows: rows.into_iter().collect(), ..Default::default() };
-        s.procs.insert(10, Proc { comm: "fio".into(), cgroup: "/db".into(), ctx: Some(ctx) });
-        s.procs.insert(11, Proc { comm: "pg".into(), cgroup: "/db".into(), ctx: None });
+        s.procs.insert(10, Proc { comm: "fio".into(), cgroup: "/db".into(), ctx: Some(ctx), container: None });
+        s.procs.insert(11, Proc { comm: "pg".into(), cgroup: "/db".into(), ctx: None, container: None });
         s.devs.insert(253 << 20, "vda".into());
         s.irqs.insert(253 << 20, irqs);
         s.lost.insert("table full".into(), 0);

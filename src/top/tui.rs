@@ -53,7 +53,11 @@ impl Tui {
                 KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => return Ok(false),
                 KeyCode::Char('s') => self.sort = self.sort.next(),
                 KeyCode::Char('c') => {
-                    self.by = if self.by == GroupBy::Process { GroupBy::Cgroup } else { GroupBy::Process }
+                    self.by = match self.by {
+                        GroupBy::Process => GroupBy::Cgroup,
+                        GroupBy::Cgroup => GroupBy::Pod,
+                        GroupBy::Pod => GroupBy::Process,
+                    }
                 }
                 KeyCode::Down | KeyCode::Char('j') => self.state.select_next(),
                 KeyCode::Up | KeyCode::Char('k') => self.state.select_previous(),
@@ -83,9 +87,12 @@ impl Tui {
                 "iopath top: {:.0} IOPS, {} rows by {}, sorted by {}",
                 f.ios as f64 / f.dur_s.max(1e-9),
                 f.rows.len(),
-                if by == GroupBy::Process { "process" } else { "cgroup" },
+                by.name(),
                 sort.name()
             );
+            if let Some(ns) = f.bpf_ns_per_io {
+                h.push_str(&format!(", BPF {ns:.0} ns per I/O"));
+            }
             if f.dur_s == 0.0 {
                 h = "iopath top: first refresh in progress ...".into();
             } else if lost > 0 {
