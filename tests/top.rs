@@ -425,6 +425,31 @@ fn serve_runs_without_root_with_the_units_capabilities() {
     let _ = std::fs::remove_file(copy);
 }
 
+/// `iopath serve --listen 127.0.0.1:0 --interval 1s ARGS`, and the address it says it listens on
+/// (its stderr drained after).
+fn serve_on_any_port(args: &[&str]) -> (Child, String) {
+    use std::io::BufRead;
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let (mut line, mut addr) = (String::new(), String::new());
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.trim().strip_prefix("iopath serve: metrics at http://") {
+            addr = rest.trim_end_matches("/metrics").to_owned();
+            break;
+        }
+        line.clear();
+    }
+    assert!(!addr.is_empty(), "serve did not say where it listens: {line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (serve, addr)
+}
+
 /// One scrape of `addr`: its status line and how long it took.
 fn scrape(addr: &str) -> (String, std::time::Duration) {
     use std::io::{Read, Write};
@@ -439,28 +464,12 @@ fn scrape(addr: &str) -> (String, std::time::Duration) {
 
 #[test]
 fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     require_root();
     let _s = serial();
-    let mut serve = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // It says where it listens: with port 0, the port the kernel gave it.
-    let mut err = std::io::BufReader::new(serve.stderr.take().unwrap());
-    let mut addr = String::new();
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 {
-        if let Some(rest) = line.trim().strip_prefix("iopath serve: metrics at http://") {
-            addr = rest.trim_end_matches("/metrics").to_owned();
-            break;
-        }
-        line.clear();
-    }
-    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "no real address printed: {line}");
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let (mut serve, addr) = serve_on_any_port(&[]);
+    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "no real address printed: {addr}");
     // Ten clients that connect and say nothing, one that sends a byte every 300 ms.
     let idle: Vec<_> = (0..10).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
     let slow_addr = addr.clone();
@@ -513,7 +522,6 @@ fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
 /// workload counted them itself.
 #[test]
 fn a_pods_series_carry_its_namespace_name_container_and_qos() {
-    use std::io::BufRead;
     require_root();
     let _s = serial();
     let uid = "8f3e4a2c-1b2d-4c5e-9f60-7a8b9c0d1e2f";
@@ -524,24 +532,7 @@ fn a_pods_series_carry_its_namespace_name_container_and_qos() {
     let d = scratch("top-pods");
     let pods = d.join("pods");
     std::fs::create_dir_all(pods.join(format!("shop_cart-7d9f_{uid}"))).unwrap();
-    let mut serve = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pods-root", pods.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(serve.stderr.take().unwrap());
-    let mut line = String::new();
-    let mut addr = String::new();
-    while err.read_line(&mut line).unwrap() > 0 {
-        if let Some(rest) = line.trim().strip_prefix("iopath serve: metrics at http://") {
-            addr = rest.trim_end_matches("/metrics").to_owned();
-            break;
-        }
-        line.clear();
-    }
-    assert!(!addr.is_empty(), "serve did not say where it listens");
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let (mut serve, addr) = serve_on_any_port(&["--pods-root", pods.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(1500));
     let f = d.join("t.dat");
     let out = d.join("run.json");
