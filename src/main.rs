@@ -288,9 +288,16 @@ fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(input) = &a.perf_script {
         let dir = out("perf");
         check_and_say(None, Some(&dir))?;
-        let g = iopath::flame::write_from_perf(input, &dir)?;
+        let (g, samples) = iopath::flame::write_from_perf(input, &dir)?;
         print(|w| {
-            writeln!(w, "{} samples in {} stacks: {} and {}", g.total, g.stacks, g.folded.display(), g.svg.display())
+            writeln!(
+                w,
+                "{samples} samples (weight {}: perf's periods summed) in {} stacks: {} and {}",
+                g.total,
+                g.stacks,
+                g.folded.display(),
+                g.svg.display()
+            )
         })?;
         return Ok(ExitCode::SUCCESS);
     }

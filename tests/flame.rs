@@ -173,6 +173,11 @@ fn perf_script_and_perf_data_give_the_same_folded_stacks() {
     let out =
         iopath(&["flamegraph", "--perf-script", script.to_str().unwrap(), "--out", d.join("a").to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Samples are counted as samples: one per event line of the script (40 cpu-clock lines), not
+    // perf's period sum (it had printed "40040040 samples").
+    let events = read(&script).lines().filter(|l| l.contains(" cpu-clock:")).count();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.starts_with(&format!("{events} samples (weight ")), "{events} events: {said}");
     let folded = read(&d.join("a/perf.folded"));
     assert!(folded.contains("io_uring_enter_[k]"), "kernel frames annotated as FlameGraph does");
     assert!(read(&d.join("a/perf.svg")).contains("class=\"iop-uring\""));

@@ -190,9 +190,12 @@ pub fn write_diff(before: &Path, after: &Path, dir: &Path) -> Result<(PathBuf, P
 }
 
 /// `iopath flamegraph --perf-script FILE`: perf's stacks through inferno's collapser.
-pub fn write_from_perf(input: &Path, dir: &Path) -> Result<Graph> {
+/// With the number of samples: a graph's `total` is the sum of perf's weights (each sample's
+/// period, e.g. 62,124,248 for 31 samples), which is not a count of samples.
+pub fn write_from_perf(input: &Path, dir: &Path) -> Result<(Graph, usize)> {
     let script = perf::read_input(input)?;
     let lines = perf::collapse(&script)?;
+    let samples = perf::samples(&script)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let folded = dir.join("perf.folded");
     let mut text = Vec::new();
@@ -204,14 +207,15 @@ pub fn write_from_perf(input: &Path, dir: &Path) -> Result<Graph> {
         render::svg(&as_lines, &render::Labels { title: &title, subtitle: "via perf script", count_name: "weight" })?;
     let svg_path = dir.join("perf.svg");
     crate::output::write_file(&svg_path, svg)?;
-    Ok(Graph {
+    let g = Graph {
         folded,
         svg: svg_path,
         total: lines.iter().map(|(_, n)| n).sum(),
         pprof: None,
         stacks: lines.len(),
         top_frames: fold::inclusive_shares(&lines).into_iter().take(20).collect(),
-    })
+    };
+    Ok((g, samples))
 }
 
 #[cfg(test)]

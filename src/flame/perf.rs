@@ -13,7 +13,7 @@ use inferno::collapse::Collapse;
 /// indented `address symbol (dso)` frames. Checked before inferno sees the text: its collapser
 /// asserts on input it cannot parse (a line of text with no event, a binary file) and would end
 /// the process with a panic instead of a message.
-fn samples(script: &[u8]) -> Result<usize> {
+pub fn samples(script: &[u8]) -> Result<usize> {
     const FIX: &str = "pass the text 'perf script' prints for a 'perf record -g' run, or the perf.data itself";
     if script.contains(&0) {
         bail!("this is not perf script text (it holds binary data): {FIX}");
