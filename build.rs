@@ -8,6 +8,7 @@ use libbpf_cargo::SkeletonBuilder;
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
+    version();
     // The whole folder: headers shared between programs change skeletons too.
     println!("cargo:rerun-if-changed=bpf");
 
@@ -131,4 +132,35 @@ fn split_data(skel: &str) -> (String, String) {
     let len = skel[start..].find("];").expect("static DATA ends with ];") + 2;
     let head = format!("{}{}", &skel[..start], &skel[start + len..]);
     (head, skel[start..start + len].to_owned())
+}
+
+/// IOPATH_VERSION for `iopath --version`: the crate's version and the commit checked out when it
+/// was built ("commit unknown" outside a git checkout). Uncommitted edits are not flagged: that
+/// would rerun this script, and every BPF compile with it, on each edit.
+fn version() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(c) => format!("commit {c}"),
+        None => "commit unknown".to_owned(),
+    };
+    println!("cargo:rustc-env=IOPATH_VERSION={} ({commit})", env::var("CARGO_PKG_VERSION").unwrap_or_default());
+    // A new commit or checkout changes HEAD or the branch it points to.
+    for f in [".git/HEAD"] {
+        if Path::new(f).exists() {
+            println!("cargo:rerun-if-changed={f}");
+        }
+    }
+    if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        let p = format!(".git/{r}");
+        if Path::new(&p).exists() {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
 }

@@ -22,7 +22,7 @@ EXAMPLES:
   iopath trace -- fio --name=x --ioengine=libaio --iodepth=32 --rw=randread --direct=1 --size=1g";
 
 #[derive(Parser, Debug)]
-#[command(name = "iopath", version, about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
+#[command(name = "iopath", version = env!("IOPATH_VERSION"), about = "Where did my I/O's time go? A kernel I/O path profiler.", after_help = EXAMPLES)]
 pub struct Cli {
     /// Show libbpf's own messages and what was decided about probes.
     #[arg(short, long, global = true)]

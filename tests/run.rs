@@ -192,3 +192,22 @@ fn achieved_queue_depth_is_reported_and_explained() {
     assert!(one["warnings"].to_string().contains("--batch-submit 0"));
     assert!(all["inflight_avg"].as_f64().unwrap() >= 0.8 * 32.0 && !warned(&all), "{}", all["inflight_avg"]);
 }
+
+/// `iopath --version`: the version and the commit it was built from (a fresh clone builds HEAD).
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = iopath(&["--version"]);
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(out.status.success() && v.starts_with(&format!("iopath {} (commit ", env!("CARGO_PKG_VERSION"))), "{v}");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        Some(h) => assert!(v.ends_with(&format!("(commit {h})")), "built from {v}, HEAD is {h}"),
+        None => assert!(v.ends_with("(commit unknown)"), "{v}"),
+    }
+}
