@@ -228,10 +228,7 @@ fn descendants(pid: u32) -> Vec<u32> {
     let mut parent_of = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-        // The comm may hold spaces and parentheses: fields start after the last ')'.
-        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if let Some(pp) = ppid {
+        if let Some((_, pp)) = crate::watchdog::start_and_parent(p) {
             parent_of.push((p, pp));
         }
     }

@@ -450,16 +450,21 @@ fn serve_on_any_port(args: &[&str]) -> (Child, String) {
     (serve, addr)
 }
 
+/// The whole answer (head and exposition) to a GET /metrics of `addr`.
+fn metrics_of(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut b = String::new();
+    c.read_to_string(&mut b).unwrap();
+    b
+}
+
 /// One scrape of `addr`: its status line and how long it took.
 fn scrape(addr: &str) -> (String, std::time::Duration) {
-    use std::io::{Read, Write};
     let t = std::time::Instant::now();
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: iopath\r\n\r\n").unwrap();
-    let mut got = Vec::new();
-    c.read_to_end(&mut got).unwrap();
-    let status = String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_owned();
-    (status, t.elapsed())
+    let got = metrics_of(addr);
+    (got.lines().next().unwrap_or("").to_owned(), t.elapsed())
 }
 
 #[test]
@@ -489,14 +494,7 @@ fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
         assert!(took < Duration::from_millis(100), "scrape {i} took {took:?} with 10 idle and 1 slow client");
     }
     // The agent's own cost is among the metrics: each program's runs and CPU time.
-    let get = || {
-        use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(&addr).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
-        let mut b = String::new();
-        c.read_to_string(&mut b).unwrap();
-        b
-    };
+    let get = || metrics_of(&addr);
     let mut body = get();
     // The first refresh publishes the exposition (--interval 1s).
     let t = Instant::now();
@@ -551,14 +549,7 @@ fn a_pods_series_carry_its_namespace_name_container_and_qos() {
     let own = finish(run, &out)["ios"].as_u64().unwrap();
     // Two refreshes later the series hold it.
     std::thread::sleep(Duration::from_millis(2500));
-    let body = {
-        use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(&addr).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
-        let mut b = String::new();
-        c.read_to_string(&mut b).unwrap();
-        b
-    };
+    let body = metrics_of(&addr);
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     let _ = serve.wait();
     for dir in [cg.clone(), cg.parent().unwrap().to_owned(), base.join("burstable"), base.to_owned()] {

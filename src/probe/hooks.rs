@@ -173,6 +173,14 @@ impl Flavour {
         }
     }
 
+    /// As reports and the kernel table name it (the JSON's value too).
+    pub fn key(self) -> &'static str {
+        match self {
+            Flavour::Modern => "modern",
+            Flavour::Compat => "compat",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Flavour::Modern => "modern",
@@ -997,13 +1005,7 @@ pub fn kernel_table(kernels: &[(String, KernelFacts)]) -> String {
         "---|".repeat(kernels.len())
     );
     // Which build of the phases object each kernel loads (bpf/compat.bpf.h).
-    let builds: Vec<&str> = plans
-        .iter()
-        .map(|p| match p.flavour {
-            Flavour::Modern => "modern",
-            Flavour::Compat => "compat",
-        })
-        .collect();
+    let builds: Vec<&str> = plans.iter().map(|p| p.flavour.key()).collect();
     out += &format!(
         "| BPF build | modern: bpf_get_current_task_btf, task_storage (5.11+), atomics (5.12+), bpf_loop (5.17+); else compat | {} |\n",
         builds.join(" | ")

@@ -402,10 +402,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
     raw.features_off = features_off;
-    raw.bpf_build = match plan.flavour {
-        super::hooks::Flavour::Modern => "modern".into(),
-        super::hooks::Flavour::Compat => "compat".into(),
-    };
+    raw.bpf_build = plan.flavour.key().into();
     name_cgroups(&mut raw.writeback);
     let maps = got.into_raw(&mut raw);
     if let Some(b) = phases.maps.bss_data.as_deref() {
