@@ -124,8 +124,8 @@ static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc,
  * devices' clones are walked back to the bio the application's I/O made (`*stacked`: through a
  * stacked device).
  */
-static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *stacked,
-					   struct aio_kiocb **aio)
+static __always_inline __u64 io_owner_of_bio(struct bio *bio, __u32 *disc, bool *stacked,
+					     struct aio_kiocb **aio, struct bio **root, __u64 *inst)
 {
 	__u64 end_io = 0;
 	struct bio *up;
@@ -135,6 +135,7 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 	*stacked = false;
 	*aio = NULL;
 	for (i = 0; i < MAX_CHAIN; i++) {
+		*root = bio;
 		end_io = (__u64)BPF_CORE_READ(bio, bi_end_io);
 		if (!end_io)
 			return 0;
@@ -143,10 +144,15 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 			break;
 		bio = up;
 	}
+	*root = bio;
+	/* The request's own instance: its bio, unless several bios share one dio. */
+	*inst = (__u64)bio;
 	if (end_io == targ_iomap_end_io) {
 		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
 		struct kiocb *iocb = BPF_CORE_READ(dio, iocb);
 
+		/* A freed dio's address is soon another's: its file position tells them apart. */
+		*inst = (__u64)dio ^ ((__u64)BPF_CORE_READ(iocb, ki_pos) << 20);
 		if (!BPF_CORE_READ(iocb, ki_complete))
 			return (__u64)BPF_CORE_READ(dio, submit.waiter);
 		return io_key_of_kiocb(iocb, disc, aio);
@@ -160,6 +166,7 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 	if (end_io == targ_blkdev_end_io) {
 		struct blkdev_dio *dio = BPF_CORE_READ(bio, bi_private);
 
+		*inst = (__u64)dio;
 		if (blkdev_dio_is_sync(dio))
 			return (__u64)BPF_CORE_READ(dio, waiter);
 		return io_key_of_kiocb(BPF_CORE_READ(dio, iocb), disc, aio);
@@ -173,6 +180,32 @@ static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *s
 	if (end_io == targ_bio_wait_end_io && !(CURRENT_FLAGS() & (PF_WQ_WORKER | PF_IO_WORKER)))
 		return bpf_get_current_task();
 	return 0;
+}
+
+/* The key of the I/O a bio belongs to (io_owner_of_bio). iopath top and serve also count every
+ * bio of no followed I/O (readahead, writeback, the journal, a direct I/O path iopath does not
+ * know) as an I/O of its own, keyed by the bio its splits and clones lead back to. */
+static __always_inline __u64 io_key_of_bio_inst(struct bio *bio, __u32 *disc, bool *stacked,
+						struct aio_kiocb **aio, struct bio **root,
+						__u64 *inst)
+{
+	__u64 key = io_owner_of_bio(bio, disc, stacked, aio, root, inst);
+
+	if (!key && targ_top && *root) {
+		*disc = BIO_DISC;
+		key = (__u64)*root;
+		*inst = key;
+	}
+	return key;
+}
+
+static __always_inline __u64 io_key_of_bio(struct bio *bio, __u32 *disc, bool *stacked,
+					   struct aio_kiocb **aio)
+{
+	struct bio *root = NULL;
+	__u64 inst = 0;
+
+	return io_key_of_bio_inst(bio, disc, stacked, aio, &root, &inst);
 }
 
 #define LINK_MATCH(s, k, d) ((s)->key == (k))
@@ -192,14 +225,54 @@ static __always_inline struct io_slot *io_of_bio_derived(struct bio *bio, bool *
 static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
 							struct aio_kiocb *aio, __u64 now);
 
+/*
+ * iopath top / serve: an I/O no route claimed, at its first bio (started now). A bio of no
+ * followed I/O (BIO_DISC) is its own I/O, charged to its process (to no process, 0, when a
+ * kernel thread queued it: a flusher, the journal). Without syscall hooks (targ_claim_at_bio)
+ * a sync or aio direct I/O starts here too: its submission is not timed. An io_uring request
+ * not claimed at its submission (submitted before iopath started) is not followed.
+ */
+static __always_inline struct io_slot *top_claim_at_bio(__u64 key, __u32 disc,
+							struct aio_kiocb *aio, __u64 now)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 mode = RF_AT_BIO | RF_NO_REAP;
+
+	if (disc == BIO_DISC) {
+		if (CURRENT_FLAGS() & PF_KTHREAD)
+			tgid = 0;
+		mode |= MODE_BIO;
+	} else if (!targ_claim_at_bio) {
+		return NULL;
+	} else if (aio) {
+		mode |= MODE_AIO;
+	} else if (key == bpf_get_current_task()) {
+		/* A sync direct I/O is owned by the task that waits for it: this one. */
+		mode |= MODE_SYNC;
+	} else {
+		return NULL;
+	}
+	return io_claim_new(key, disc, now, tgid, mode);
+}
+
+/* Whether an I/O claimed at its first bio (RF_AT_BIO), found again for `bio`, is a leftover: a
+ * bio of another request (instance), or the root bio of a single-bio request found again (a
+ * request's bio is queued once: its slot is then an earlier request's at the same address). */
+static __always_inline bool at_bio_stale(struct io_slot *s, struct bio *bio, struct bio *root,
+					 __u64 inst)
+{
+	return s->inst != inst || (bio == root && inst == (__u64)root);
+}
+
 /* The I/O that owns a bio: through its link when it has one (`release`: the bio is done, free
- * the link), else derived. */
-static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
+ * the link; `*linked`: found through it), else derived. */
+static __always_inline struct io_slot *io_of_bio_linked(struct bio *bio, bool release, bool *linked)
 {
 	struct link_slot *l = links_find((__u64)bio, 0);
 	struct io_slot *s;
 	bool stacked;
 
+	*linked = false;
 	if (!l)
 		return io_of_bio_derived(bio, &stacked);
 	s = ios_find(l->io_key, l->disc);
@@ -207,7 +280,56 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
 		s = NULL;
 	if (release)
 		links_release(l);
+	if (s)
+		*linked = true;
 	return s ? s : io_of_bio_derived(bio, &stacked);
+}
+
+static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
+{
+	bool linked;
+
+	return io_of_bio_linked(bio, release, &linked);
+}
+
+/* A link from `bio` to the I/O in slot s. top counts the bios an I/O claimed at its first bio
+ * (RF_AT_BIO) has in flight: it closes when the last of them ends. */
+static __always_inline void link_bio(struct bio *bio, struct io_slot *s)
+{
+	struct link_slot *l;
+	bool existed;
+
+	l = links_claim((__u64)bio, 0, &existed);
+	if (l) {
+		l->io_key = s->key;
+		l->disc = s->disc;
+		l->start = s->r.submit_ts;
+		if (s->r.mode & RF_AT_BIO)
+			__sync_fetch_and_add(&s->bios, 1);
+	} else if (s->r.mode & RF_AT_BIO) {
+		/* Its end cannot be seen: it expires in flight (userspace counts it). */
+		count(C_INFLIGHT_FULL, 1);
+	}
+}
+
+/* top: the last bio of an RF_AT_BIO I/O ended at `now`: it closes. The slot is taken before
+ * anything is recorded, so of two ends that both saw the count reach 0 (compat) one closes. */
+static __always_inline void close_at_bio_end(struct io_slot *s, __u64 now)
+{
+	struct io_record r = s->r;
+	__u64 cgroup = s->cgroup;
+
+	if (!ios_take(s, s->key))
+		return;
+	r.reap_ts = now;
+	io_close(&r, cgroup, false);
+}
+
+/* A bio of slot s's I/O ended, found through its link (one link, one count). */
+static __always_inline void bio_ended(struct io_slot *s, __u64 now)
+{
+	if ((s->r.mode & RF_AT_BIO) && count_down(&s->bios))
+		close_at_bio_end(s, now);
 }
 
 /* A bio enters the block layer. A traced I/O queued by a kworker was held back (blk-throttle
@@ -217,31 +339,40 @@ static __always_inline struct io_slot *io_of_bio(struct bio *bio, bool release)
  * not claimed yet may be claimed here (--lean aio, a bio the traced process queued). */
 static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 {
+	struct bio *root = NULL;
 	struct aio_kiocb *aio;
-	struct link_slot *l;
 	struct io_slot *s;
-	bool existed, stacked;
+	__u64 now, key, inst = 0;
+	bool stacked;
 	__u32 disc;
-	__u64 now, key;
 
-	key = io_key_of_bio(bio, &disc, &stacked, &aio);
+	key = io_key_of_bio_inst(bio, &disc, &stacked, &aio, &root, &inst);
 	s = key ? ios_find(key, disc) : NULL;
 	now = 0;
+	if (s && (s->r.mode & RF_AT_BIO) && at_bio_stale(s, bio, root, inst)) {
+		/* A leftover whose end was never seen (a completion the probes missed): counted,
+		 * and its slot is this I/O's. One miss must not fold every later I/O of the same
+		 * key (an aio iocb, a thread) into one that never closes. */
+		count(C_EXPIRED_DONE, 1);
+		ios_release(s);
+		s = NULL;
+	}
 	if (!s && aio && claim) {
 		now = bpf_ktime_get_ns();
 		s = aio_claim_at_bio(key, disc, aio, now);
+	}
+	if (!s && key && targ_top) {
+		now = bpf_ktime_get_ns();
+		s = top_claim_at_bio(key, disc, aio, now);
+		if (s)
+			s->inst = inst;
 	}
 	if (!s)
 		return false;
 	/* Read once per followed bio, never for a bio of no followed I/O. */
 	if (!now)
 		now = bpf_ktime_get_ns();
-	l = links_claim((__u64)bio, 0, &existed);
-	if (l) {
-		l->io_key = s->key;
-		l->disc = s->disc;
-		l->start = s->r.submit_ts;
-	}
+	link_bio(bio, s);
 	/* A clone on a stacked device's lower device: the top bio was queued before it. */
 	if (stacked) {
 		s->r.mode |= RF_STACKED;
@@ -255,6 +386,8 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	 * top's rows and the events' device tracks only, a trace does not read it. */
 	if (targ_top || targ_events)
 		s->r.dev = bio_devt(bio);
+	if (targ_top)
+		s->cgroup = bio_io_cgroup(bio);
 	if (BPF_CORE_READ(bio, bi_opf) & 1)
 		s->r.mode |= RF_WRITE;
 	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != s->r.tgid &&
@@ -281,7 +414,8 @@ static __always_inline bool issue_one(struct bio *bio, __u64 now)
  * of its first bio). */
 static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes)
 {
-	struct io_slot *s = io_of_bio(bio, true);
+	bool linked;
+	struct io_slot *s = io_of_bio_linked(bio, true, &linked);
 
 	if (!s)
 		return false;
@@ -290,6 +424,10 @@ static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes
 		s->r.complete_ts = now;
 	if (s->nvme_done_ts && s->nvme_done_ts <= now)
 		record(PH_NVME_END, now - s->nvme_done_ts);
+	/* A request's bios end with it (block_bio_complete does not fire for them: the request's
+	 * completion traced them). */
+	if (linked)
+		bio_ended(s, now);
 	return true;
 }
 
@@ -330,9 +468,13 @@ static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 n
 	return c.tracked;
 }
 
-/* A bio ended (block_bio_complete; attached only where stacked devices exist). The top bio of a
- * stacked device never became a request, so its link is still held: its end is the end of the
- * stacked layer's completion work, and the link is freed here. */
+/*
+ * A bio ended (block_bio_complete). It fires for a bio no request carried: a stacked device's top
+ * bio (dm, md), a bio-based device's (zram); a request's bios were traced by its completion
+ * (blk_update_request clears their flag). A trace attaches it only where stacked devices exist:
+ * the top bio's link is still held, its end is the end of the stacked layer's completion work.
+ * top and serve attach it everywhere: an I/O claimed at its first bio closes at its last.
+ */
 static __always_inline void on_bio_complete(struct bio *bio)
 {
 	struct link_slot *l = links_find((__u64)bio, 0);
@@ -341,9 +483,33 @@ static __always_inline void on_bio_complete(struct bio *bio)
 	if (!l)
 		return;
 	s = ios_find(l->io_key, l->disc);
-	if (s && s->r.submit_ts == l->start && (s->r.mode & RF_STACKED) && !s->top_end_ts)
-		s->top_end_ts = bpf_ktime_get_ns();
+	if (s && s->r.submit_ts != l->start)
+		s = NULL;
 	links_release(l);
+	if (!s)
+		return;
+	if (!targ_top) {
+		if ((s->r.mode & RF_STACKED) && !s->top_end_ts)
+			s->top_end_ts = bpf_ktime_get_ns();
+		return;
+	}
+	bio_ended(s, bpf_ktime_get_ns());
+}
+
+/* top: a bio was split to fit its device (block_split, in the submitter, after bio_chain): the
+ * front part is a bio of its own, in a request of its own, that ends before its parent does. It
+ * is linked to its parent's I/O and counted in flight like a queued bio. */
+static __always_inline void on_split_top(struct bio *split)
+{
+	struct bio *parent = BPF_CORE_READ(split, bi_private);
+	struct link_slot *l = links_find((__u64)parent, 0);
+	struct io_slot *s;
+
+	if (!l)
+		return;
+	s = ios_find(l->io_key, l->disc);
+	if (s && s->r.submit_ts == l->start)
+		link_bio(split, s);
 }
 
 #endif /* IOPATH_BLOCK_CORE_BPF_H */

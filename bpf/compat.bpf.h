@@ -101,4 +101,17 @@ static __always_inline bool slot_give(void *held, __u64 *keyp, __u32 idx, __u64 
 #endif
 }
 
+/* Takes one from a count several CPUs share (an I/O's bios in flight); true when this made it 0.
+ * Before 5.12 no atomic returns the old value: the decrement is atomic and the test reads after
+ * it, so two ends at once may both see 0 (the caller's slot take lets only one of them on). */
+static __always_inline bool count_down(__u32 *c)
+{
+#ifdef IOPATH_COMPAT
+	__sync_fetch_and_add(c, -1);
+	return *(volatile __u32 *)c == 0;
+#else
+	return __sync_fetch_and_sub(c, 1) == 1;
+#endif
+}
+
 #endif /* IOPATH_COMPAT_BPF_H */

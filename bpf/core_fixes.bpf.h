@@ -61,6 +61,10 @@
  *    blkdev_bio_end_io_simple with the waiting task in bi_private until 5.17 ("block: use
  *    submit_bio_wait ..."? the simple path moved to block/fops.c); since, through
  *    submit_bio_wait's end_io (#17). Seen on Debian's 5.10.
+ * 22. A bio's io cgroup: bio->bi_blkg->blkcg->css.cgroup->kn->id (as #15), the cgroup the
+ *    block layer charges the bio to: for a flusher's writeback, the cgroup that owns the
+ *    inode's pages (cgroup v2 writeback), not the kworker's. bi_blkg exists only with
+ *    CONFIG_BLK_CGROUP, and is NULL for a bio not associated yet (0 then: unknown).
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
@@ -81,6 +85,7 @@ static __always_inline __u64 io_req_user_data(struct io_kiocb *req)
 #define PF_EXITING 0x00000004
 #define PF_IO_WORKER 0x00000010
 #define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
 
 struct io_kiocb___rw {
 	struct io_rw rw;
@@ -171,6 +176,15 @@ static __always_inline __u64 task_io_cgroup(struct task_struct *task)
 	return BPF_CORE_READ(task, cgroups,
 			     subsys[bpf_core_enum_value(enum cgroup_subsys_id, io_cgrp_id)], cgroup,
 			     kn, id);
+}
+
+/* #22. Not inlined: the field check must stay around its own read (a hoisted CO-RE offset
+ * load fails where the field is absent). */
+static __noinline __u64 bio_io_cgroup(struct bio *bio)
+{
+	if (!bpf_core_field_exists(bio->bi_blkg))
+		return 0;
+	return BPF_CORE_READ(bio, bi_blkg, blkcg, css.cgroup, kn, id);
 }
 
 struct dentry___new {

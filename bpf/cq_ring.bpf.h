@@ -109,8 +109,8 @@ static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64
 	__u64 key = ring_key(ring, pos);
 	struct io_slot *p = ios_find(key, POSTED_DISC);
 	struct io_record r;
+	__u64 lo, cgroup;
 	__u32 idx;
-	__u64 lo;
 
 	if (!p)
 		return 0;
@@ -118,13 +118,14 @@ static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64
 	if ((__s32)(head - idx) <= 0)
 		return 1;
 	r = p->r;
+	cgroup = p->cgroup;
 	if (!ios_take(p, key))
 		return 0;
 	lo = look_ts > r.posted_ts ? look_ts : r.posted_ts;
 	r.reap_ts = lo;
 	/* Its count is the number of CQEs bounded: no counter of its own. */
 	record(PH_RING, now - lo);
-	io_close(&r, false);
+	io_close(&r, cgroup, false);
 	return 0;
 }
 
@@ -292,6 +293,7 @@ static __always_inline bool ring_park(__u64 ring, struct io_slot *s, __u64 now)
 		count(C_EXPIRED_DONE, 1);
 	p->disc = POSTED_DISC;
 	p->r = s->r;
+	p->cgroup = s->cgroup;
 	p->cq_tail = cached;
 	rs->tail++;
 	return true;

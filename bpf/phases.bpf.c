@@ -461,8 +461,8 @@ static __always_inline int on_submit_req(struct io_kiocb *req, bool btf)
 		mode |= RF_WRITE;
 	now = bpf_ktime_get_ns();
 	start = now;
-	/* --lean: no syscall hook set in_submit. */
-	t = targ_lean ? NULL : task_ctx(false);
+	/* --lean, top / serve's default: no syscall hook set in_submit. */
+	t = (targ_lean || targ_claim_at_bio) ? NULL : task_ctx(false);
 	if (CURRENT_FLAGS() & PF_IO_WORKER) {
 		/* The SQ thread (io-wq workers issue, they do not submit SQEs). An SQPOLL
 		 * application may never enter the kernel (fio spins on its CQ ring): the SQ thread
@@ -523,21 +523,22 @@ static __always_inline int on_queue_async_work(struct io_kiocb *req)
  * posting (RF_NO_REAP): the generator times its own take from the ring (slot_clock). */
 static __always_inline int on_uring_complete(struct io_kiocb *req)
 {
-	/* The ring: a probe read, a scalar (the tracepoint's BTF pointer allows no key arithmetic).
-	 */
-	__u64 ring = (__u64)BPF_CORE_READ(req, ctx);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_ctx *t;
 	struct io_slot *s;
-	__u64 now;
+	__u64 now, ring;
 
 	if (!traced(tgid))
 		return 0;
 	now = bpf_ktime_get_ns();
 	s = ios_find((__u64)req, 0);
+	/* The ring, for its looks (none in top / serve's default: they close at posting): a probe
+	 * read, a scalar (the tracepoint's BTF pointer allows no key arithmetic). */
+	ring = targ_claim_at_bio ? 0 : (__u64)BPF_CORE_READ(req, ctx);
 	if (!s) {
 		/* Not a followed I/O's CQE, yet a look: the head bounds the others. */
-		ring_look(ring, now);
+		if (!targ_claim_at_bio)
+			ring_look(ring, now);
 		return 0;
 	}
 	s->r.posted_ts = now;
@@ -556,7 +557,10 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		if (t && t->in_submit && t->enter_ts == s->r.submit_ts)
 			s->r.mode |= RF_INLINE;
 	}
-	if (targ_lean || (targ_app_stamp && (CURRENT_FLAGS() & PF_IO_WORKER))) {
+	/* top / serve without syscall hooks see no reap either: each request ends at its posting
+	 * (the CQ ring's looks need the traced threads' io_uring_enter and switches). */
+	if (targ_lean || targ_claim_at_bio ||
+	    (targ_app_stamp && (CURRENT_FLAGS() & PF_IO_WORKER))) {
 		s->r.mode |= RF_NO_REAP;
 		if (targ_app_stamp) {
 			__u32 idx = io_req_user_data(req) & ((1U << UD_SLOT_BITS) - 1);
@@ -1314,8 +1318,9 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 			count(C_BIOS_UNTAGGED, 1);
 		return 0;
 	}
-	/* --lean: no syscall hook marks a call, so the task's context has nothing to say here. */
-	t = targ_lean ? NULL : task_ctx(false);
+	/* --lean, top / serve's default: no syscall hook marks a call, so the task's context has
+	 * nothing to say here. */
+	t = (targ_lean || targ_claim_at_bio) ? NULL : task_ctx(false);
 	wb_bio_queue(bio,
 		     t && t->in_sys &&
 			 (t->buffered == PC_SYNC || (t->buffered == PC_WRITE && t->sync_write)));
@@ -1470,6 +1475,46 @@ int bio_queue_raw(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
 	return bio_queue(bio_queue_arg(ctx), false);
+}
+
+/* top and serve: a split's front part, linked to its parent's I/O. block_split(q, bio, sector)
+ * before 5.11 (as block_bio_queue, targ_bio_queue_q), (bio, sector) since. */
+SEC("tp_btf/block_split")
+int bio_split_top_btf(unsigned long long *ctx)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		on_split_top(bio_queue_arg(ctx));
+	return 0;
+}
+
+SEC("raw_tp/block_split")
+int bio_split_top_raw(unsigned long long *ctx)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		on_split_top(bio_queue_arg(ctx));
+	return 0;
+}
+
+/* top and serve's bio end (a hook of its own: a trace attaches bio_complete_* only where stacked
+ * devices exist, top and serve on every kernel). */
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(bio_end_btf, struct request_queue *q, struct bio *bio)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		on_bio_complete(bio);
+	return 0;
+}
+
+SEC("raw_tp/block_bio_complete")
+int BPF_PROG(bio_end_raw, struct request_queue *q, struct bio *bio)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		on_bio_complete(bio);
+	return 0;
 }
 
 static __always_inline void count_hw_queue(__u32 type, __u32 id, bool tracked)

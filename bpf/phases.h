@@ -227,6 +227,8 @@ enum submit_mode {
 	MODE_URING = 1,
 	MODE_AIO = 2,
 	MODE_SYNC = 3, /* read/write/pread/preadv2 ... : the I/O happens inside the syscall */
+	MODE_BIO = 4,  /* top / serve: a bio of no I/O a route follows (readahead, writeback,
+			* metadata), its own I/O from its queue to its end */
 };
 
 /* The route an I/O took: io_record.mode's high 16 bits (flags, several may hold). */
@@ -241,6 +243,9 @@ enum route_flag {
 	RF_STACKED = 1 << 23, /* went through a stacked device: its bios were cloned (dm, md) */
 	RF_CACHED = 1 << 24,  /* io_uring on a buffered file: the page cache, no bio of its own */
 	RF_INLINE = 1 << 25,  /* ... completed inside the submitting io_uring_enter */
+	RF_AT_BIO = 1 << 26,  /* top / serve without syscall hooks: claimed at its first bio and
+			       * closed when its last bio ended; submission and completion not
+			       * timed */
 };
 #define MODE_MASK 0xffff
 
@@ -323,10 +328,19 @@ struct irq_stamp {
 #define TOP_PHASES 4 /* submission, block, device, completion */
 #define TOP_MAX_KEYS 1024
 
+/* top's routes beyond the followed ones (enum route_kind 0..4): bios of no followed I/O. */
+#define TOP_ROUTE_BIO 16     /* queued by a process: its buffered I/O's readahead, writeback */
+#define TOP_ROUTE_KTHREAD 17 /* queued by a kernel thread: the flushers, the journal */
+/* The io_slot disc of a bio's own I/O (keyed by the bio): no aio kioctx's low bits are this. */
+#define BIO_DISC 0xfffffffeU
+
 struct top_key {
-	__u32 tgid;
+	__u64 cgroup; /* the io cgroup its first bio was charged to (bi_blkg; its directory's
+		       * inode), 0: none */
+	__u32 tgid;   /* 0: a kernel thread's bio (TOP_ROUTE_KTHREAD) */
 	__u32 dev;
-	__u16 route; /* enum route_kind of its submit route (uring, sqpoll, iowq, aio, sync) */
+	__u16 route; /* enum route_kind of its submit route (uring, sqpoll, iowq, aio, sync), or
+		      * TOP_ROUTE_* */
 	__u16 write;
 	__u32 pad;
 };
@@ -365,6 +379,10 @@ struct io_slot {
 	__u64 nvme_done_ts;   /* nvme_complete_rq of its (last) request */
 	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
 	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
+	__u64 cgroup;	      /* top: the io cgroup of its first bio (top_key.cgroup) */
+	__u32 bios;	      /* top: its bios queued and not yet ended (RF_AT_BIO closes at 0) */
+	__u32 pad2;
+	__u64 inst; /* top, RF_AT_BIO: the request's instance (block_core.bpf.h at_bio_stale) */
 	struct io_record r;
 	__u32
 	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */

@@ -11,6 +11,10 @@
 
 /* Set by `iopath top` / `serve` alone: a trace pays nothing for it. */
 const volatile bool targ_top = false;
+/* top / serve without syscall hooks (the default; --sync-syscalls clears it): sync and aio
+ * direct I/O are claimed at their first bio and closed at their last bio's end, io_uring
+ * requests closed when their completion is posted. */
+const volatile bool targ_claim_at_bio = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -59,10 +63,14 @@ static __always_inline void top_phase(struct top_val *v, __u32 p, __u64 ns)
 	__sync_fetch_and_add(&v->sum[p], ns);
 }
 
-/* One closed, ordered I/O (io_close checked the order): its four phases, end at `end`. */
-static __always_inline void top_add(struct io_record *r, __u64 end, __u16 route, bool write)
+/* One closed, ordered I/O (io_close checked the order): its four phases, end at `end`. An I/O
+ * claimed at its first bio (RF_AT_BIO) has no submission or completion of its own: those
+ * histograms do not count it (unknown, never a zero). */
+static __always_inline void top_add(struct io_record *r, __u64 cgroup, __u64 end, __u16 route,
+				    bool write)
 {
-	struct top_key k = {.tgid = r->tgid, .dev = r->dev, .route = route, .write = write};
+	struct top_key k = {
+	    .cgroup = cgroup, .tgid = r->tgid, .dev = r->dev, .route = route, .write = write};
 	struct top_val *v;
 	__u32 zero = 0;
 
@@ -81,10 +89,12 @@ static __always_inline void top_add(struct io_record *r, __u64 end, __u16 route,
 	}
 	__sync_fetch_and_add(&v->ios, 1);
 	__sync_fetch_and_add(&v->bytes, r->bytes);
-	top_phase(v, 0, r->queue_ts - r->submit_ts);
+	if (!(r->mode & RF_AT_BIO))
+		top_phase(v, 0, r->queue_ts - r->submit_ts);
 	top_phase(v, 1, r->issue_ts - r->queue_ts);
 	top_phase(v, 2, r->complete_ts - r->issue_ts);
-	top_phase(v, 3, end - r->complete_ts);
+	if (!(r->mode & RF_AT_BIO))
+		top_phase(v, 3, end - r->complete_ts);
 }
 
 #endif /* IOPATH_TOP_BPF_H */

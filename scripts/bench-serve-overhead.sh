@@ -4,12 +4,12 @@
 #   loop  uring QD32 / psync      on a tmpfs-backed loop device (CPU-bound: every ns of probe
 #                                 cost is lost IOPS; the worst case)
 #   file  uring QD1 / QD32        on a file of the root file system (virtio-blk)
-#   syscalls                      dd of 1-byte blocks /dev/zero -> /dev/null: read and write,
-#                                 which serve follows as possible I/O (a claim and a close each,
-#                                 counted as no block I/O), in syscalls/s
-#   getppid                       perf bench syscall basic: a call that is no I/O, which every
-#                                 process on the host makes through serve's raw_syscalls hooks
-#                                 (they return at once for it), in calls/s
+#   syscalls                      dd of 1-byte blocks /dev/zero -> /dev/null: read and write
+#                                 calls that are no disk I/O, in syscalls/s
+#   getppid                       perf bench syscall basic: a call that is no I/O, in calls/s
+# serve hooks block I/O and io_uring alone (no syscall hook unless --sync-syscalls), so the last
+# two measure what always-on costs a process that does no disk I/O: nothing, or it is a bug.
+# serve holds BPF_ENABLE_STATS (its self-metrics): its own programs' clock reads are in the ratios.
 # Ratios are with / without, paired run by run (scripts/paired.py: geometric mean, 95% interval).
 #   usage: sudo scripts/bench-serve-overhead.sh [RUNTIME_S=5] [REPEAT=5]
 set -euo pipefail

@@ -92,6 +92,12 @@ pub struct TopArgs {
     /// their namespace and name from there (pod UID, container id and QoS come from the cgroup).
     #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
     pub pods_root: std::path::PathBuf,
+    /// Time sync and aio submission through the syscall hooks (raw_syscalls), as a trace does.
+    /// Off by default: those hooks send every system call of every process through the slow
+    /// path (getppid at 0.58x with them); without, sync and aio I/O are followed from their
+    /// first bio (block and device phases) and io_uring from its submission to its posting.
+    #[arg(long)]
+    pub sync_syscalls: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -109,6 +115,12 @@ pub struct ServeArgs {
     /// their namespace and name from there (pod UID, container id and QoS come from the cgroup).
     #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
     pub pods_root: std::path::PathBuf,
+    /// Time sync and aio submission through the syscall hooks (raw_syscalls), as a trace does.
+    /// Off by default: those hooks send every system call of every process through the slow
+    /// path (getppid at 0.58x with them); without, sync and aio I/O are followed from their
+    /// first bio (block and device phases) and io_uring from its submission to its posting.
+    #[arg(long)]
+    pub sync_syscalls: bool,
 }
 
 #[derive(Args, Debug)]

@@ -57,6 +57,45 @@ pub struct Doctor {
     /// Things that work but limit what iopath shows.
     pub notes: Vec<String>,
     pub tracing_possible: bool,
+    /// What `iopath top` and `serve` attach here (without --sync-syscalls), carried out by a
+    /// dry run of their own; None when doctor could not load programs at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub always_on: Option<AlwaysOn>,
+}
+
+/// top and serve on this kernel: their hooks and how sync and aio I/O are timed.
+#[derive(Debug, Serialize)]
+pub struct AlwaysOn {
+    /// (hook, how) of every hook they attach; empty when the dry run failed.
+    pub hooks: Vec<(String, String)>,
+    /// The dry run's error, if it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How sync and aio direct I/O are timed here, in words.
+    pub sync_io: String,
+}
+
+/// top and serve's plan carried out (loaded, attached, let go), and what it means for sync I/O.
+fn always_on(facts: &KernelFacts, attach: &[AttachResult], ksyms: &std::collections::HashMap<String, u64>) -> AlwaysOn {
+    let o = hooks::Options { top: true, force_compat: hooks::force_compat(), ..Default::default() };
+    let opts = crate::probe::session::TraceOpts { top: true, ..Default::default() };
+    let (hooks, error) = match crate::probe::load::dry_run_with(hooks::plan(facts, &o), ksyms, &opts) {
+        Ok(p) => (trace_plan(&p).into_iter().filter(|(_, how)| !how.starts_with("not used:")).collect(), None),
+        Err(e) => (Vec::new(), Some(format!("{e:#}"))),
+    };
+    // iopath does not hook the I/O syscalls with fentry (yet): say what fentry does here, so the
+    // reader knows whether that would help on this kernel.
+    let fentry = match attach.iter().find(|a| a.kind == AttachKind::Fentry) {
+        Some(a) if a.ok => "fentry attaches here, but iopath does not time syscalls with it yet".to_owned(),
+        Some(a) => format!("fentry is refused here ({})", a.error.as_deref().unwrap_or("unknown")),
+        None => "fentry was not tried".to_owned(),
+    };
+    let sync_io = format!(
+        "block and device phases from the first bio to the last bio's end; submission and completion \
+         not timed: no syscall hook, which would send every system call of every process through the \
+         slow path (--sync-syscalls attaches it); {fentry}"
+    );
+    AlwaysOn { hooks, error, sync_io }
 }
 
 pub fn examine(roots: &SysRoots) -> Doctor {
@@ -88,6 +127,11 @@ pub fn examine(roots: &SysRoots) -> Doctor {
             .hooks
             .iter()
             .filter(|h| !h.name.contains("_queue_rq"))
+            // A tracepoint two hooks serve (the trace's and top's) is listed once: the trace's.
+            .filter({
+                let mut seen = std::collections::HashSet::new();
+                move |h| seen.insert(h.name)
+            })
             .map(|h| TracepointStatus {
                 name: h.name.to_owned(),
                 present: h.present,
@@ -133,11 +177,13 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     // Only that says "works" (a plan's prediction alone said so on kernels where it failed).
     let mut plan = planned.clone();
     let mut dry_run = None;
+    let mut always = None;
     if privileged && btf && tfs.is_some() {
         if let Some(why) = planned.fatal() {
             problems.push(why);
         } else {
             let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
+            always = Some(always_on(&facts, &attach, &ksyms));
             match crate::probe::load::dry_run(planned.clone(), &ksyms) {
                 Ok(p) => {
                     plan = p;
@@ -180,6 +226,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         problems,
         notes,
         tracing_possible,
+        always_on: always,
     }
 }
 
@@ -258,6 +305,18 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             (_, true) => writeln!(w, "    on   {}", f.title)?,
             (why, false) => writeln!(w, "    OFF  {}: {}", f.title, why.as_deref().unwrap_or("not loaded"))?,
         }
+    }
+    if let Some(a) = &d.always_on {
+        writeln!(w, "\n  always on ('iopath top' and 'serve', their programs loaded and attached for real):")?;
+        match &a.error {
+            Some(e) => writeln!(w, "    FAILED  {e}")?,
+            None => {
+                let names: Vec<&str> = a.hooks.iter().map(|(n, _)| n.as_str()).collect();
+                writeln!(w, "    hooks       {} ({})", a.hooks.len(), names.join(", "))?;
+            }
+        }
+        writeln!(w, "    sync, aio   {}", a.sync_io)?;
+        writeln!(w, "    io_uring    from io_uring taking the SQE to its completion's posting (the reap is not seen)")?;
     }
     writeln!(w, "\n  routes (how an I/O reaches the disk, and whether 'iopath trace' follows it here):")?;
     if d.routes.is_empty() {

@@ -573,22 +573,32 @@ pub fn parse_exec_mappings(text: &str) -> Vec<crate::model::ExecMapping> {
 /// The path of the io cgroup whose directory has inode `id` (what BPF reads as kn->id): in the
 /// v1 blkio hierarchy when mounted, else the unified one. None when no directory matches.
 pub fn cgroup_path_of_id(roots: &SysRoots, id: u64) -> Option<String> {
+    io_cgroup_dirs(roots).remove(&id)
+}
+
+/// Every io cgroup by its directory's inode (the id BPF reads as kn->id), as its path in the
+/// hierarchy ("/" its root): the v1 blkio hierarchy when mounted, else the unified one. One walk;
+/// at most 100k directories (a host has a few hundred to a few thousand).
+pub fn io_cgroup_dirs(roots: &SysRoots) -> std::collections::HashMap<u64, String> {
     use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::HashMap::new();
     let (v1, v2) = cgroup_mounts(roots);
-    let root = v1.or(v2)?;
+    let Some(root) = v1.or(v2) else { return out };
     let mut stack = vec![root.clone()];
     while let Some(d) = stack.pop() {
-        if fs::metadata(&d).ok()?.ino() == id {
-            let rel = d.strip_prefix(&root).ok()?.to_string_lossy().into_owned();
-            return Some(format!("/{rel}"));
+        if out.len() >= 100_000 {
+            break;
         }
+        let Ok(m) = fs::metadata(&d) else { continue };
+        let Ok(rel) = d.strip_prefix(&root) else { continue };
+        out.insert(m.ino(), format!("/{}", rel.to_string_lossy()));
         for e in fs::read_dir(&d).into_iter().flatten().flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(e.path());
             }
         }
     }
-    None
+    out
 }
 
 #[cfg(test)]

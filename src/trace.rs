@@ -191,6 +191,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         pagecache: flags.pagecache,
         series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
         top: false,
+        sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
@@ -373,6 +374,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         pagecache: flags.pagecache,
         series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
         top: false,
+        sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).

@@ -70,6 +70,18 @@ fn doctor_reports_this_machine() {
         |n: &str| d["tracepoints"].as_array().unwrap().iter().find(|t| t["name"] == n).map(|t| t["present"].clone());
     assert_eq!(tp("block:block_rq_issue"), Some(true.into()));
     assert_eq!(tp("block:block_rq_complete"), Some(true.into()));
+    // Always on: top and serve's own dry run attached block I/O and io_uring hooks alone, and
+    // doctor says how sync I/O is timed without the syscall pair, and what fentry does here.
+    let a = &d["always_on"];
+    assert!(a["error"].is_null(), "{a}");
+    let hooks: Vec<&str> = a["hooks"].as_array().unwrap().iter().map(|h| h[0].as_str().unwrap()).collect();
+    assert!(hooks.contains(&"block:block_bio_queue") && hooks.contains(&"block:block_bio_complete"), "{hooks:?}");
+    assert!(hooks.iter().all(|h| h.starts_with("block:") || h.starts_with("io_uring:")), "{hooks:?}");
+    let sync = a["sync_io"].as_str().unwrap();
+    assert!(sync.contains("--sync-syscalls") && sync.contains("fentry"), "{sync}");
+    if attach("fentry") == false {
+        assert!(sync.contains("fentry is refused here"), "{sync}");
+    }
     let vda = d["block_devices"].as_array().unwrap().iter().find(|b| b["name"] == "vda").cloned();
     if let Some(vda) = vda {
         assert!(vda["scheduler"].is_string() && vda["logical_block_size"].is_u64());

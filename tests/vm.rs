@@ -140,6 +140,7 @@ fn every_boot_finished() {
 fn portability_doctor_and_four_phases() {
     for (kernel, dir) in expect_boots("portability", "portability_doctor_and_four_phases") {
         steps_ok(&dir);
+        top_counts_without_syscall_hooks(&kernel, &dir.join("top"));
         if kernel == "5.10" {
             compat_build_traces(&dir);
             continue;
@@ -207,6 +208,27 @@ fn portability_doctor_and_four_phases() {
         let refused = std::fs::read_to_string(dir.join("iopoll-refused/output.txt")).unwrap();
         assert!(refused.contains("poll_queues") && refused.contains("EOPNOTSUPP"), "{kernel}: {refused}");
     }
+}
+
+/// `iopath top --batch` (always on: block and io_uring hooks alone, aio claimed at its first bio)
+/// counts the generator's aio reads on this kernel within 1%, with block and device phases and
+/// no submission of their own.
+fn top_counts_without_syscall_hooks(kernel: &str, dir: &Path) {
+    let own = json(&dir.join("run.json"))["ios"].as_f64().unwrap();
+    let text = std::fs::read_to_string(dir.join("top.txt")).unwrap();
+    let (mut ios, mut frame_s) = (0.0, 0.0);
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("iopath top: ") {
+            frame_s = rest.split(" in ").nth(1).and_then(|x| x.split(' ').next()).unwrap().parse::<f64>().unwrap();
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 12 && f[3] == "nvme0n1" && f[4] == "aio" {
+            assert!(f[8] == "-/-" && f[10] != "-/-", "{kernel}: aio without syscall hooks: {l}");
+            ios += f[6].parse::<f64>().unwrap() * frame_s;
+        }
+    }
+    assert!((ios - own).abs() <= own * 0.01 + 2.0, "{kernel}: top counted {ios:.0} aio I/Os, the generator {own}:\n{text}");
 }
 
 /// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object
@@ -466,5 +488,27 @@ fn stacked_devices_and_cgroup2() {
         let cg = &r["config"]["cgroup"];
         assert_eq!(cg["unified"], "/t", "{kernel}: {cg}");
         assert!(cg["limits"]["io.max"].as_str().unwrap_or("").contains("riops=300"), "{kernel}: {cg}");
+        // serve charges writeback to the cgroup that dirtied the pages (the bio's blkcg), not to
+        // the flusher: dd wrote 64 MiB through the page cache in /wb, sync wrote it back.
+        let m = std::fs::read_to_string(dir.join("cgroup2-writeback/metrics.txt")).unwrap();
+        let bytes = |cgroup: &str| -> f64 {
+            m.lines()
+                .filter(|l| {
+                    l.starts_with("iopath_io_bytes_total{")
+                        && l.contains("disk=\"nvme1n1\"")
+                        && l.contains(&format!("cgroup=\"{cgroup}\""))
+                        && l.contains("route=\"writeback\"")
+                        && l.contains("op=\"write\"")
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let (wb, root) = (bytes("/wb"), bytes("/"));
+        let want = 64.0 * 1048576.0;
+        assert!(
+            (0.95 * want..=1.1 * want).contains(&wb),
+            "{kernel}: {wb} bytes written back for /wb, dd wrote {want}:\n{m}"
+        );
+        assert!(root < 0.1 * want, "{kernel}: {root} bytes of writeback charged to /:\n{m}");
     }
 }

@@ -51,10 +51,12 @@ pub enum Feature {
     Iommu,
     Dma,
     ProcessTree,
+    /// top and serve: every bio's end, where an I/O claimed at its first bio closes.
+    BioEnd,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 19] = [
+    pub const ALL: [Feature; 20] = [
         Feature::BlockCore,
         Feature::Syscalls,
         Feature::Uring,
@@ -74,6 +76,7 @@ impl Feature {
         Feature::Iommu,
         Feature::Dma,
         Feature::ProcessTree,
+        Feature::BioEnd,
     ];
 
     /// How reports and doctor name it.
@@ -98,6 +101,7 @@ impl Feature {
             Feature::Iommu => "IOMMU maps per I/O",
             Feature::Dma => "DMA maps per I/O",
             Feature::ProcessTree => "process tree (forks)",
+            Feature::BioEnd => "I/Os closed at their last bio's end (top, serve)",
         }
     }
 
@@ -454,6 +458,20 @@ pub const HOOKS: &[HookSpec] = &[
         [tp("block_bio_complete", &[btf(P, "bio_complete_btf"), raw(P, "bio_complete_raw")])]
     ),
     hook!(
+        "block:block_bio_complete",
+        "block",
+        BioEnd,
+        "top and serve: a bio ended; an I/O claimed at its first bio closes at its last",
+        [tp("block_bio_complete", &[btf(P, "bio_end_btf"), raw(P, "bio_end_raw")])]
+    ),
+    hook!(
+        "block:block_split",
+        "block",
+        BioEnd,
+        "top and serve: a bio split to fit its device, its front part in flight as one more bio",
+        [tp("block_split", &[btf(P, "bio_split_top_btf"), raw(P, "bio_split_top_raw")])]
+    ),
+    hook!(
         "block:block_rq_issue",
         "block",
         BlockCore,
@@ -682,7 +700,20 @@ pub struct Options {
     pub skip: Vec<String>,
     /// Load the compat build even where the modern one works (IOPATH_BPF_BUILD=compat).
     pub force_compat: bool,
+    /// `iopath top` / `serve`: always on, every process of the host.
+    pub top: bool,
+    /// ... with the syscall hooks (`--sync-syscalls`): sync and aio submission timed, at a cost
+    /// on every system call of every process.
+    pub sync_syscalls: bool,
 }
+
+/// Why always-on (top and serve without --sync-syscalls) leaves the syscall hooks out.
+pub const ALWAYS_ON_NO_SYSCALLS: &str =
+    "always-on: no syscall hook (sync and aio I/O are followed from their first bio, \
+     submission not timed; --sync-syscalls times it at a cost on every system call of every process)";
+/// ... and every hook that fires for more than block I/O and io_uring.
+pub const ALWAYS_ON_IO_ONLY: &str =
+    "always-on: top and serve hook block I/O and io_uring alone (this fires for work that is not I/O)";
 
 /// What the plan does with one hook.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -764,7 +795,32 @@ fn unused_why(h: &HookSpec, o: &Options, k: &KernelFacts) -> Option<String> {
         return Some("--skip-hooks".into());
     }
     let count = o.pagecache == PageCacheMode::Count;
+    let always_on = o.top && !o.sync_syscalls;
     match f {
+        Feature::BioEnd if !o.top => {
+            return Some("only for top and serve (a trace closes each I/O at its route's end)".into())
+        }
+        Feature::Stacked if o.top => {
+            return Some("top and serve end every bio in the bio-end hook (stacked devices' too)".into())
+        }
+        Feature::Syscalls if always_on => return Some(ALWAYS_ON_NO_SYSCALLS.into()),
+        Feature::ContextSwitches
+        | Feature::RunQueue
+        | Feature::Softirqs
+        | Feature::Irqs
+        | Feature::PageCacheExtras
+        | Feature::Journal
+        | Feature::Writeback
+        | Feature::DirtyThrottle
+        | Feature::NvmeSplit
+        | Feature::Doorbell
+        | Feature::Iommu
+        | Feature::Dma
+        | Feature::ProcessTree
+            if always_on =>
+        {
+            return Some(ALWAYS_ON_IO_ONLY.into())
+        }
         Feature::PageCacheCount if !count => return Some("only with --pagecache count".into()),
         Feature::Syscalls if count => return Some("--pagecache count attaches no syscall hook".into()),
         Feature::Syscalls if o.lean == Lean::Uring => return Some("--lean io_uring attaches no syscall hook".into()),
@@ -1060,6 +1116,43 @@ mod tests {
         let u = p.state(Feature::Uring);
         assert!(!u.on && u.why.as_deref().unwrap().contains("io_uring_submit_req / io_uring_submit_sqe"), "{u:?}");
         assert!(p.state(Feature::Stacked).unused, "no dm/md module: not wanted, not missing");
+    }
+
+    #[test]
+    fn always_on_attaches_block_io_and_io_uring_alone() {
+        let every: Vec<String> = HOOKS
+            .iter()
+            .flat_map(|h| h.variants.iter().map(move |v| format!("{}:{}", h.group, v.tracepoint)))
+            .collect();
+        let k = facts(&every.iter().map(String::as_str).collect::<Vec<_>>(), ALL_BPF);
+        let loaded = |p: &Plan| -> Vec<&str> {
+            let mut v: Vec<&str> =
+                p.hooks.iter().filter(|h| matches!(h.choice, Choice::Load { .. })).map(|h| h.name).collect();
+            v.dedup();
+            v
+        };
+        let p = plan(&k, &Options { top: true, ..Default::default() });
+        assert_eq!(
+            loaded(&p),
+            [
+                "io_uring:io_uring_submit_req",
+                "io_uring:io_uring_complete",
+                "io_uring:io_uring_queue_async_work",
+                "block:block_bio_queue",
+                "block:block_bio_complete",
+                "block:block_split",
+                "block:block_rq_issue",
+                "block:block_rq_complete",
+            ]
+        );
+        let s = p.state(Feature::Syscalls);
+        assert!(s.unused && s.why.as_deref().unwrap().contains("--sync-syscalls"), "{s:?}");
+        // --sync-syscalls: the syscall pair again, and the bio-end hooks stay.
+        let p = plan(&k, &Options { top: true, sync_syscalls: true, ..Default::default() });
+        assert!(p.is_on(Feature::Syscalls) && p.is_on(Feature::BioEnd));
+        // A trace never closes I/Os at their bios' end.
+        let p = plan(&k, &Options::default());
+        assert!(p.state(Feature::BioEnd).unused && p.is_on(Feature::Syscalls));
     }
 
     #[test]

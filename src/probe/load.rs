@@ -139,8 +139,13 @@ fn group_of(hook: &str) -> &str {
 
 /// Loads and attaches everything `plan` asks of this kernel, then lets it all go: the doctor's
 /// proof. Returns the plan as carried out (features that failed turned off, with the reason).
-pub fn dry_run(mut plan: Plan, ksyms: &HashMap<String, u64>) -> Result<Plan> {
-    let opts = super::session::TraceOpts::default();
+pub fn dry_run(plan: Plan, ksyms: &HashMap<String, u64>) -> Result<Plan> {
+    dry_run_with(plan, ksyms, &super::session::TraceOpts::default())
+}
+
+/// `dry_run` with these options' rodata (top and serve's: `top` set).
+pub fn dry_run_with(mut plan: Plan, ksyms: &HashMap<String, u64>, opts: &super::session::TraceOpts) -> Result<Plan> {
+    let opts = opts.clone();
     let mut p_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
     let mut c_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
     let phases = load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| {

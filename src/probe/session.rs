@@ -61,6 +61,9 @@ pub struct TraceOpts {
     /// `iopath top` / `serve`: every closed I/O also counted per (process, disk, route,
     /// direction) in the `top` map.
     pub top: bool,
+    /// top / serve `--sync-syscalls`: the syscall hooks time sync and aio submission (every
+    /// system call of every process then pays for them).
+    pub sync_syscalls: bool,
     /// With `events`: every interrupt on `irqs` as a time stamp too (a timeline: --perfetto).
     pub irq_stamps: bool,
 }
@@ -164,6 +167,7 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_tgid = opts.tgid;
         ro.targ_events = opts.events;
         ro.targ_top = opts.top;
+        ro.targ_claim_at_bio = opts.top && !opts.sync_syscalls;
         // top / serve report no syscall counts: other calls skip the hook's work (scripts/
         // bench-serve-overhead.sh, the "syscalls" point).
         ro.targ_syscalls = !opts.top;
@@ -232,6 +236,8 @@ impl TraceOpts {
             tree: !self.tree.is_empty(),
             skip: self.skip_hooks.clone(),
             force_compat: super::hooks::force_compat(),
+            top: self.top,
+            sync_syscalls: self.sync_syscalls,
         }
     }
 }

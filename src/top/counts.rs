@@ -16,19 +16,54 @@ pub const PHASE_NAMES: [&str; TOP_PHASES] = ["submission", "block", "device", "c
 /// One row of the kernel's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Key {
+    /// The process (0: bios kernel threads queued, the flushers' and the journal's).
     pub tgid: u32,
     /// The kernel's dev_t (major << 20 | minor).
     pub dev: u32,
-    /// `enum route_kind` of the submit route.
+    /// `enum route_kind` of the submit route, or TOP_ROUTE_* (a bio of no followed I/O).
     pub route: u16,
     pub write: bool,
+    /// The io cgroup the I/O's first bio was charged to (bi_blkg: its directory's inode in the
+    /// io hierarchy), 0 when the bio named none: then the process's cgroup stands for it.
+    #[serde(default)]
+    pub cgroup: u64,
 }
+
+/// `struct top_key`'s size (bpf/phases.h; asserted against the skeleton in top::live).
+pub const KEY_BYTES: usize = 24;
 
 impl Key {
     pub fn major_minor(&self) -> (u32, u32) {
         (self.dev >> 20, self.dev & 0xfffff)
     }
+
+    /// `struct top_key`: cgroup u64, tgid u32, dev u32, route u16, write u16, pad u32.
+    pub fn to_bytes(&self) -> [u8; KEY_BYTES] {
+        let mut b = [0u8; KEY_BYTES];
+        b[0..8].copy_from_slice(&self.cgroup.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.tgid.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.dev.to_ne_bytes());
+        b[16..18].copy_from_slice(&self.route.to_ne_bytes());
+        b[18..20].copy_from_slice(&(self.write as u16).to_ne_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8; KEY_BYTES]) -> Key {
+        let w32 = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let w16 = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
+        Key {
+            cgroup: u64::from_ne_bytes(b[0..8].try_into().unwrap_or([0; 8])),
+            tgid: w32(8),
+            dev: w32(12),
+            route: w16(16),
+            write: w16(18) != 0,
+        }
+    }
 }
+
+/// bpf/phases.h TOP_ROUTE_*: bios of no I/O a route follows, counted as I/Os of their own.
+pub const ROUTE_PAGECACHE: u16 = 16;
+pub const ROUTE_WRITEBACK: u16 = 17;
 
 /// The submit route's name (`enum route_kind`, the routes a top row can have).
 pub fn route_name(route: u16) -> &'static str {
@@ -38,6 +73,11 @@ pub fn route_name(route: u16) -> &'static str {
         2 => "iowq",
         3 => "aio",
         4 => "sync",
+        // Queued by a process outside any I/O iopath follows: its buffered reads' readahead,
+        // its fsync's or dirty throttling's writeback, metadata.
+        ROUTE_PAGECACHE => "pagecache",
+        // Queued by a kernel thread: the flushers, the journal, kworkers.
+        ROUTE_WRITEBACK => "writeback",
         _ => "other",
     }
 }
@@ -207,5 +247,14 @@ mod tests {
         }
         assert_eq!(Counts::from_bytes(&raw), Some(c));
         assert_eq!(Counts::from_bytes(&raw[..100]), None);
+    }
+
+    #[test]
+    fn keys_round_trip_the_kernel_layout() {
+        let k = Key { tgid: 7, dev: (8 << 20) | 1, route: ROUTE_WRITEBACK, write: true, cgroup: 0x1_0000_0042 };
+        let b = k.to_bytes();
+        assert_eq!(&b[0..8], &0x1_0000_0042u64.to_ne_bytes(), "cgroup first, as struct top_key");
+        assert_eq!(Key::from_bytes(&b), k);
+        assert_eq!(route_name(k.route), "writeback");
     }
 }

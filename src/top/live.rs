@@ -9,7 +9,10 @@ use crate::model::Counter;
 use crate::probe::session::LiveMaps;
 use crate::sysconf::{self, SysRoots};
 
-use super::counts::{Counts, Key};
+use super::counts::{Counts, Key, KEY_BYTES};
+
+// The kernel's key is what Key::to_bytes writes.
+const _: () = assert!(std::mem::size_of::<crate::probe::phases_skel::types::top_key>() == KEY_BYTES);
 use super::table::{Proc, Snapshot};
 
 /// The counters a top shows as "not counted", with the reason it prints. Bios of no
@@ -23,11 +26,13 @@ const LOST: &[(Counter, &str)] = &[
     (Counter::Unlinked, "no request linked"),
     (Counter::ReapOverflow, "reap overflow"),
 ];
-const KERNEL: &[(Counter, &str)] = &[
-    (Counter::IommuMap, "iommu_map"),
-    (Counter::IommuUnmap, "iommu_unmap"),
-    (Counter::DmaMap, "dma_map"),
-    (Counter::DmaUnmap, "dma_unmap"),
+/// ... each with the hook that counts it: without that hook attached (always-on leaves them
+/// out: they fire for every device's DMA, the network's too) the count is unknown, not 0.
+const KERNEL: &[(Counter, &str, &str)] = &[
+    (Counter::IommuMap, "iommu_map", "iommu:map"),
+    (Counter::IommuUnmap, "iommu_unmap", "iommu:unmap"),
+    (Counter::DmaMap, "dma_map", "dma:dma_map"),
+    (Counter::DmaUnmap, "dma_unmap", "dma:dma_unmap"),
 ];
 
 pub struct Reader {
@@ -46,10 +51,18 @@ pub struct Reader {
     vectors: BTreeMap<u32, Vec<u32>>,
     /// Kernel rows deleted so far (exited processes).
     pub evicted: u64,
+    /// The io hierarchy's directories by inode (Key::cgroup), and the read that last walked it.
+    cgroup_paths: HashMap<u64, String>,
+    cgroup_walk: Option<u64>,
     /// Frees per-I/O slots of I/Os that never closed (the session runs for hours).
     expiry: Option<crate::probe::expire::Expiry>,
     reads: u64,
 }
+
+/// How top names the process of bios kernel threads queued (tgid 0).
+pub const KERNEL_THREADS: &str = "[kernel threads]";
+/// Reads between two walks of the io cgroup hierarchy for an id not known yet.
+const WALK_EVERY: u64 = 5;
 
 /// An I/O in flight longer than this never closes: its slot is freed (a throttled or hung
 /// I/O can take tens of seconds: NVMe's own timeout is 30 s).
@@ -98,6 +111,8 @@ impl Reader {
             ncpu: libbpf_rs::num_possible_cpus()?,
             buf: Vec::new(),
             known: HashMap::new(),
+            cgroup_paths: HashMap::new(),
+            cgroup_walk: None,
             pod_names: super::k8s::pod_names(&pods_root),
             pods_root,
             devs: BTreeMap::new(),
@@ -143,14 +158,14 @@ impl Reader {
     fn rows(&mut self) -> BTreeMap<Key, Counts> {
         let fd = self.maps.top;
         let mut out = BTreeMap::new();
-        let mut key = [0u8; 16];
-        let mut next = [0u8; 16];
+        let mut key = [0u8; KEY_BYTES];
+        let mut next = [0u8; KEY_BYTES];
         let mut value = vec![0u8; 8 * (2 + super::counts::TOP_PHASES * (1 + super::counts::TOP_SLOTS))];
         let mut first = true;
         // Bounded: a key deleted under the walk restarts it from the first key (the kernel's
         // get_next_key), which must not loop for ever; the table holds 1024 keys.
         for _ in 0..4 * 1024 {
-            // SAFETY: key buffers of the map's key size (struct top_key, 16 bytes); a null key
+            // SAFETY: key buffers of the map's key size (struct top_key, KEY_BYTES); a null key
             // starts the walk.
             let rc = unsafe {
                 libbpf_rs::libbpf_sys::bpf_map_get_next_key(
@@ -171,13 +186,7 @@ impl Reader {
             if rc != 0 {
                 continue;
             }
-            let h = |o: usize| u32::from_ne_bytes(key[o..o + 4].try_into().unwrap_or([0; 4]));
-            let k = Key {
-                tgid: h(0),
-                dev: h(4),
-                route: u16::from_ne_bytes([key[8], key[9]]),
-                write: u16::from_ne_bytes([key[10], key[11]]) != 0,
-            };
+            let k = Key::from_bytes(&key);
             if let Some(c) = Counts::from_bytes(&value) {
                 out.insert(k, c);
             }
@@ -186,15 +195,35 @@ impl Reader {
     }
 
     fn delete(&mut self, k: &Key) {
-        let mut key = [0u8; 16];
-        key[0..4].copy_from_slice(&k.tgid.to_ne_bytes());
-        key[4..8].copy_from_slice(&k.dev.to_ne_bytes());
-        key[8..10].copy_from_slice(&k.route.to_ne_bytes());
-        key[10..12].copy_from_slice(&(k.write as u16).to_ne_bytes());
+        let key = k.to_bytes();
         // SAFETY: a key of the map's key size.
         if unsafe { libbpf_rs::libbpf_sys::bpf_map_delete_elem(self.maps.top, key.as_ptr().cast()) } == 0 {
             self.evicted += 1;
         }
+    }
+
+    /// The io cgroups the rows' bios named. The hierarchy is walked again for an id not known
+    /// yet (a new container), at most once every WALK_EVERY reads (an id still unknown after
+    /// that is a cgroup removed since: its rows fall back to their process's cgroup).
+    fn cgroups(&mut self, rows: &BTreeMap<Key, Counts>) -> BTreeMap<u64, super::table::Cgroup> {
+        let ids: std::collections::BTreeSet<u64> = rows.keys().map(|k| k.cgroup).filter(|&c| c != 0).collect();
+        if ids.iter().any(|i| !self.cgroup_paths.contains_key(i))
+            && self.cgroup_walk.is_none_or(|at| self.reads >= at + WALK_EVERY)
+        {
+            self.cgroup_paths = sysconf::io_cgroup_dirs(&self.roots);
+            self.cgroup_walk = Some(self.reads);
+        }
+        let mut out = BTreeMap::new();
+        for id in ids {
+            let Some(path) = self.cgroup_paths.get(&id) else { continue };
+            let mut container = super::k8s::container(path, &self.pod_names);
+            if container.as_ref().is_some_and(|c| c.pod_uid.is_some() && c.pod.is_none()) {
+                self.pod_names = super::k8s::pod_names(&self.pods_root);
+                container = super::k8s::container(path, &self.pod_names);
+            }
+            out.insert(id, super::table::Cgroup { path: path.clone(), container });
+        }
+        out
     }
 
     /// One read. Rows of processes gone are in it for their last time, and deleted from the
@@ -209,6 +238,11 @@ impl Reader {
         let mut gone = Vec::new();
         for k in rows.keys() {
             if procs.contains_key(&k.tgid) {
+                continue;
+            }
+            if k.tgid == 0 {
+                // Bios kernel threads queued: charged to the cgroups they name, no process.
+                procs.insert(0, Proc { comm: KERNEL_THREADS.into(), cgroup: "?".into(), ctx: None, container: None });
                 continue;
             }
             let alive = self.roots.proc.join(k.tgid.to_string()).exists();
@@ -234,6 +268,7 @@ impl Reader {
             };
             procs.insert(k.tgid, Proc { comm: c, cgroup: cg, ctx: ctx_switches(&self.roots, k.tgid), container });
         }
+        let cgroups = self.cgroups(&rows);
         let ints = sysconf::interrupts(&self.roots);
         let irqs = self
             .vectors
@@ -248,7 +283,12 @@ impl Reader {
             }
             lost.insert("expired in flight".into(), e.expired_ios);
         }
-        let kernel = KERNEL.iter().map(|(c, what)| (what.to_string(), self.counter(*c))).collect();
+        let counted: Vec<(Counter, &str)> = KERNEL
+            .iter()
+            .filter(|(_, _, hook)| self.maps.hooks.iter().any(|(h, on, _)| h == hook && *on))
+            .map(|(c, what, _)| (*c, *what))
+            .collect();
+        let kernel = counted.into_iter().map(|(c, what)| (what.to_string(), self.counter(c))).collect();
         for t in gone {
             self.known.remove(&t);
             for k in rows.keys().filter(|k| k.tgid == t).copied().collect::<Vec<_>>() {
@@ -264,13 +304,13 @@ impl Reader {
                 Some((hook.clone(), (i.run_cnt, i.run_time_ns)))
             })
             .collect();
-        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf }
+        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf, cgroups }
     }
 }
 
 /// After a read: rows deleted from the kernel start again from zero, so the baseline for the
 /// next frame drops them (a process id reused later counts afresh).
 pub fn forget_gone(s: &mut Snapshot) {
-    let gone: Vec<u32> = s.procs.iter().filter(|(_, p)| p.ctx.is_none()).map(|(t, _)| *t).collect();
+    let gone: Vec<u32> = s.procs.iter().filter(|(t, p)| **t != 0 && p.ctx.is_none()).map(|(t, _)| *t).collect();
     s.rows.retain(|k, _| !gone.contains(&k.tgid));
 }

@@ -82,16 +82,15 @@ impl Exporter {
         let mut moved = super::table::moved(prev, cur);
         // The busiest first: within one refresh they are admitted first.
         moved.sort_by_key(|m| std::cmp::Reverse(m.1.ios));
-        let cgroup_of = |tgid: u32| cur.procs.get(&tgid).map_or("?".to_owned(), |p| p.cgroup.clone());
-        let container_of =
-            |tgid: u32| cur.procs.get(&tgid).and_then(|p| p.container.as_ref()).map(|c| c.labels()).unwrap_or_default();
         let mut seen_tgid = BTreeSet::new();
         for (k, d) in &moved {
-            let cg = self.label(&cgroup_of(k.tgid));
+            let (cgroup, container) = cur.cgroup_of(k);
+            let container = container.map(|c| c.labels()).unwrap_or_default();
+            let cg = self.label(cgroup);
             let disk = cur.devs.get(&k.dev).cloned().unwrap_or_else(|| format!("{}:{}", k.dev >> 20, k.dev & 0xfffff));
             let key = SeriesKey {
                 disk,
-                container: if cg == OTHER { Vec::new() } else { container_of(k.tgid) },
+                container: if cg == OTHER { Vec::new() } else { container },
                 cgroup: cg.clone(),
                 route: route_name(k.route),
                 op: if k.write { "write" } else { "read" },
@@ -316,7 +315,7 @@ mod tests {
             // Device times of ~100 us: bucket 1 + (16-10)*8 + 4 = [98304, 106496).
             c.slots[2 * TOP_SLOTS + 53] = n * 10;
             c.sum[2] = n * 10 * 100_000;
-            s.rows.insert(Key { tgid: *tgid, dev: 7 << 20, route: 4, write: false }, c);
+            s.rows.insert(Key { tgid: *tgid, dev: 7 << 20, route: 4, write: false, cgroup: 0 }, c);
             s.procs
                 .insert(*tgid, Proc { comm: "dd".into(), cgroup: cg.to_string(), ctx: Some(n * 3), container: None });
         }

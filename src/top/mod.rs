@@ -42,10 +42,12 @@ struct Loop {
     cgroups: usize,
     /// kubelet's pod folders (`<namespace>_<name>_<uid>`): the pods' names.
     pods_root: std::path::PathBuf,
+    sync_syscalls: bool,
 }
 
-fn opts() -> TraceOpts {
+fn opts(sync_syscalls: bool) -> TraceOpts {
     TraceOpts {
+        sync_syscalls,
         // Every process: system-wide.
         tgid: 0,
         // SAFETY: gettid has no preconditions.
@@ -90,6 +92,7 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
             exposition: None,
             cgroups: a.cgroups,
             pods_root: a.pods_root,
+            sync_syscalls: a.sync_syscalls,
         },
         a.listen.as_deref(),
     )
@@ -106,6 +109,7 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             exposition: None,
             cgroups: a.cgroups,
             pods_root: a.pods_root,
+            sync_syscalls: a.sync_syscalls,
         },
         Some(&a.listen),
     )
@@ -127,7 +131,7 @@ fn run(mut l: Loop, listen: Option<&str>) -> Result<()> {
             l.exposition = Some(exp.clone());
             s.spawn(move || http::serve(lst, exp))
         });
-        let r = session::trace_live(&opts(), |maps| refresh_loop(&l, maps));
+        let r = session::trace_live(&opts(l.sync_syscalls), |maps| refresh_loop(&l, maps));
         // The server stops with the loop (it polls the same stop request).
         crate::stop::request();
         if let Some(h) = server {

@@ -40,6 +40,33 @@ pub struct Snapshot {
     pub kernel: BTreeMap<String, u64>,
     /// Each attached hook's program: (runs, ns of CPU), cumulative since it loaded.
     pub bpf: BTreeMap<String, (u64, u64)>,
+    /// The io cgroups the rows' bios named (Key::cgroup), by id.
+    #[serde(default)]
+    pub cgroups: BTreeMap<u64, Cgroup>,
+}
+
+/// An io cgroup a bio was charged to, as its hierarchy names it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cgroup {
+    pub path: String,
+    /// The Kubernetes pod or container its path names (top::k8s), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<super::k8s::Container>,
+}
+
+impl Snapshot {
+    /// The cgroup an I/O is charged to, and the pod or container it names: its first bio's io
+    /// cgroup where the kernel named one (a flusher's writeback is its owner's, not the
+    /// kworker's), else its process's ("?" when neither is known).
+    pub fn cgroup_of(&self, k: &Key) -> (&str, Option<&super::k8s::Container>) {
+        if let Some(c) = self.cgroups.get(&k.cgroup).filter(|_| k.cgroup != 0) {
+            return (&c.path, c.container.as_ref());
+        }
+        match self.procs.get(&k.tgid) {
+            Some(p) => (&p.cgroup, p.container.as_ref()),
+            None => ("?", None),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -165,11 +192,13 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
     let mut disk_ios: BTreeMap<u32, u64> = BTreeMap::new();
     let mut who_ios: BTreeMap<String, u64> = BTreeMap::new();
     let who = |k: &Key| match by {
+        // A kernel thread's bios (tgid 0) are one row per cgroup they were charged to.
+        GroupBy::Process if k.tgid == 0 => format!("0 {}", cur.cgroup_of(k).0),
         GroupBy::Process => k.tgid.to_string(),
-        GroupBy::Cgroup => proc_of(k.tgid).cgroup.clone(),
+        GroupBy::Cgroup => cur.cgroup_of(k).0.to_owned(),
         GroupBy::Pod => {
-            let p = proc_of(k.tgid);
-            p.container.as_ref().and_then(|c| c.key()).unwrap_or_else(|| p.cgroup.clone())
+            let (cg, c) = cur.cgroup_of(k);
+            c.and_then(|c| c.key()).unwrap_or_else(|| cg.to_owned())
         }
     };
     for (k, d) in &moved {
@@ -191,14 +220,15 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
         };
     }
     // Rows: group the kernel's rows.
-    let mut groups: BTreeMap<(String, u32, u16, bool), (Counts, u32)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, u32, u16, bool), (Counts, Key)> = BTreeMap::new();
     for (k, d) in &moved {
-        let e = groups.entry((who(k), k.dev, k.route, k.write)).or_insert_with(|| (Counts::default(), k.tgid));
+        let e = groups.entry((who(k), k.dev, k.route, k.write)).or_insert_with(|| (Counts::default(), *k));
         e.0.add(d);
     }
     let mut rows: Vec<Row> = groups
         .into_iter()
-        .map(|((w, dev, route, write), (c, tgid))| {
+        .map(|((w, dev, route, write), (c, key))| {
+            let tgid = key.tgid;
             let p = proc_of(tgid);
             let irq_per_io = match (prev.irqs.get(&dev), cur.irqs.get(&dev)) {
                 (Some(a), Some(b)) => Some(b.saturating_sub(*a) as f64 / disk_ios[&dev].max(1) as f64),
@@ -209,7 +239,7 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
                 pid: (by == GroupBy::Process).then_some(tgid),
                 comm: if by == GroupBy::Process { p.comm.clone() } else { String::new() },
                 // Grouped by pod, the column names the pod (its key), not one process's cgroup.
-                cgroup: if by == GroupBy::Pod { w.clone() } else { p.cgroup.clone() },
+                cgroup: if by == GroupBy::Pod { w.clone() } else { cur.cgroup_of(&key).0.to_owned() },
                 disk: disk_name(cur, dev),
                 route: route_name(route),
                 op: if write { "write" } else { "read" },
@@ -361,18 +391,50 @@ mod tests {
             };
             a.procs.insert(tgid, p.clone());
             b.procs.insert(tgid, p);
-            let k = Key { tgid, dev: 7 << 20, route: 4, write: false };
+            let k = Key { tgid, dev: 7 << 20, route: 4, write: false, cgroup: 0 };
             b.rows.insert(k, Counts { ios: 100, ..Default::default() });
         }
         b.procs.insert(
             30,
             Proc { comm: "sshd".into(), cgroup: "/system.slice/ssh.service".into(), ctx: Some(0), container: None },
         );
-        b.rows.insert(Key { tgid: 30, dev: 7 << 20, route: 4, write: false }, Counts { ios: 5, ..Default::default() });
+        b.rows.insert(
+            Key { tgid: 30, dev: 7 << 20, route: 4, write: false, cgroup: 0 },
+            Counts { ios: 5, ..Default::default() },
+        );
         let f = frame(&a, &b, GroupBy::Pod, SortBy::Iops);
         assert_eq!(f.rows.len(), 2, "{:?}", f.rows);
         assert_eq!((f.rows[0].cgroup.as_str(), f.rows[0].ios), ("shop/cart", 200));
         assert_eq!(f.rows[1].cgroup, "/system.slice/ssh.service");
+    }
+
+    #[test]
+    fn io_is_charged_to_its_bios_cgroup_not_its_threads() {
+        use super::super::counts::{ROUTE_PAGECACHE, ROUTE_WRITEBACK};
+        // A process in /db that dirtied pages; the flusher wrote them back (tgid 0), its bios
+        // charged to /db (id 42). A bio that named no cgroup (0) falls back to the process's.
+        let mut a = Snapshot::default();
+        let mut b = Snapshot { t_ns: 1_000_000_000, ..Default::default() };
+        let dd = Proc { comm: "dd".into(), cgroup: "/db".into(), ctx: Some(0), container: None };
+        a.procs.insert(40, dd.clone());
+        b.procs.insert(40, dd);
+        b.procs.insert(0, Proc { comm: "[kernel threads]".into(), cgroup: "?".into(), ctx: None, container: None });
+        b.cgroups.insert(42, Cgroup { path: "/db".into(), container: None });
+        b.cgroups.insert(1, Cgroup { path: "/".into(), container: None });
+        let wb = |cgroup| Key { tgid: 0, dev: 7 << 20, route: ROUTE_WRITEBACK, write: true, cgroup };
+        b.rows.insert(wb(42), Counts { ios: 300, bytes: 300 << 20, ..Default::default() });
+        b.rows.insert(wb(1), Counts { ios: 7, ..Default::default() });
+        let own = Key { tgid: 40, dev: 7 << 20, route: ROUTE_PAGECACHE, write: true, cgroup: 0 };
+        b.rows.insert(own, Counts { ios: 20, ..Default::default() });
+        let f = frame(&a, &b, GroupBy::Cgroup, SortBy::Iops);
+        let by: Vec<(&str, &str, u64)> = f.rows.iter().map(|r| (r.cgroup.as_str(), r.route, r.ios)).collect();
+        assert_eq!(by, vec![("/db", "writeback", 300), ("/db", "pagecache", 20), ("/", "writeback", 7)]);
+        // By process, the kernel threads' bios are a row per cgroup they were charged to.
+        let f = frame(&a, &b, GroupBy::Process, SortBy::Iops);
+        let kt: Vec<(&str, u64)> =
+            f.rows.iter().filter(|r| r.pid == Some(0)).map(|r| (r.cgroup.as_str(), r.ios)).collect();
+        assert_eq!(kt, vec![("/db", 300), ("/", 7)]);
+        assert_eq!(f.rows[0].ctx_per_io, None, "no process: switches unknown");
     }
 
     /// `n` I/Os of `bytes` each, every phase `ns` long.
@@ -398,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_frame_is_the_difference_grouped_and_sorted() {
-        let k = |tgid, write| Key { tgid, dev: 253 << 20, route: 0, write };
+        let k = |tgid, write| Key { tgid, dev: 253 << 20, route: 0, write, cgroup: 0 };
         let a = snap(1, vec![(k(10, false), counts(1000, 4096, [2_000, 1_000, 100_000, 3_000]))], 500, 100);
         let b = snap(
             3,
