@@ -228,7 +228,10 @@ fn top_counts_without_syscall_hooks(kernel: &str, dir: &Path) {
             ios += f[6].parse::<f64>().unwrap() * frame_s;
         }
     }
-    assert!((ios - own).abs() <= own * 0.01 + 2.0, "{kernel}: top counted {ios:.0} aio I/Os, the generator {own}:\n{text}");
+    assert!(
+        (ios - own).abs() <= own * 0.01 + 2.0,
+        "{kernel}: top counted {ios:.0} aio I/Os, the generator {own}:\n{text}"
+    );
 }
 
 /// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object
