@@ -232,12 +232,16 @@ static __always_inline struct io_slot *aio_claim_at_bio(__u64 key, __u32 disc,
  * a sync or aio direct I/O starts here too: its submission is not timed. An io_uring request
  * not claimed at its submission (submitted before iopath started) is not followed.
  */
-static __always_inline struct io_slot *top_claim_at_bio(__u64 key, __u32 disc,
+static __always_inline struct io_slot *top_claim_at_bio(struct bio *bio, __u64 key, __u32 disc,
 							struct aio_kiocb *aio, __u64 now)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 mode = RF_AT_BIO | RF_NO_REAP;
 
+	/* A cache flush moves no data and its request is the flush machinery's own (issued without
+	 * the bio): not an I/O of a row, and never one "not linked" either. */
+	if (!BPF_CORE_READ(bio, bi_iter.bi_size))
+		return NULL;
 	if (disc == BIO_DISC) {
 		if (CURRENT_FLAGS() & PF_KTHREAD)
 			tgid = 0;
@@ -328,6 +332,10 @@ static __always_inline void close_at_bio_end(struct io_slot *s, __u64 now)
 /* A bio of slot s's I/O ended, found through its link (one link, one count). */
 static __always_inline void bio_ended(struct io_slot *s, __u64 now)
 {
+	/* targ_top is rodata: a trace's verifier drops this whole path (the compat build's
+	 * unrolled request walks grew past the verifier's budget with it: -E2BIG). */
+	if (!targ_top)
+		return;
 	if ((s->r.mode & RF_AT_BIO) && count_down(&s->bios))
 		close_at_bio_end(s, now);
 }
@@ -349,7 +357,7 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	key = io_key_of_bio_inst(bio, &disc, &stacked, &aio, &root, &inst);
 	s = key ? ios_find(key, disc) : NULL;
 	now = 0;
-	if (s && (s->r.mode & RF_AT_BIO) && at_bio_stale(s, bio, root, inst)) {
+	if (targ_top && s && (s->r.mode & RF_AT_BIO) && at_bio_stale(s, bio, root, inst)) {
 		/* A leftover whose end was never seen (a completion the probes missed): counted,
 		 * and its slot is this I/O's. One miss must not fold every later I/O of the same
 		 * key (an aio iocb, a thread) into one that never closes. */
@@ -363,7 +371,7 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	}
 	if (!s && key && targ_top) {
 		now = bpf_ktime_get_ns();
-		s = top_claim_at_bio(key, disc, aio, now);
+		s = top_claim_at_bio(bio, key, disc, aio, now);
 		if (s)
 			s->inst = inst;
 	}

@@ -5,7 +5,7 @@
 #   outside  `iopath trace -- iopath run ...`: the generator traced as another program
 # REPEAT pairs each, the order alternating; ratios new/old are the geometric mean of the pairs
 # with a 95% interval (scripts/paired.py). Then each build's BPF cost per I/O (--prog-stats) on
-# the outside way. README "What an io_uring application waited" quotes this for the ring looks
+# the outside way. docs/routes.md "What an io_uring application waited" quotes this for the ring looks
 # (old = the build before them, e206e86).
 #   usage: sudo scripts/bench-builds.sh OLD_IOPATH NEW_IOPATH [RUNTIME_S=3] [REPEAT=5]
 set -euo pipefail

@@ -5,7 +5,7 @@
 # shows as lost IOPS), uring and aio, QD1 and QD32. Seven ways per point:
 #   untraced   `iopath run`
 #   trace      `iopath trace` (four phases, histograms; direct io_uring and aio get the lean hook
-#              set by default: only the hooks the four phases need, README "Overhead")
+#              set by default: only the hooks the four phases need, docs/performance.md)
 #   full       `iopath trace --full`: every hook, the scheduler's, softirqs' and syscalls' too
 #   events     `iopath trace --events` (plus one ring-buffer record per I/O)
 #   flame      `iopath trace --flamegraph` (plus stack sampling at 997 Hz per CPU)

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 # (`go tool pprof` reads the profiles; Debian's golang-go where no Go is installed).
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
       e2fsprogs util-linux fio python3-six bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 python3-venv curl ca-certificates
-      sqlite3 postgresql-15 tmux prometheus python3-yaml)
+      sqlite3 postgresql-15 tmux prometheus python3-yaml man-db groff-base bash-completion)
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || PKGS+=(golang-go)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -47,6 +47,13 @@ fi
 
 cargo build --release --locked
 echo "setup: built $(pwd)/target/release/iopath"
+
+# Man pages and shell completions where man and the shells look for them.
+target/release/iopath man /usr/local/share/man/man1
+mkdir -p /usr/share/bash-completion/completions /usr/share/zsh/vendor-completions /usr/share/fish/vendor_completions.d
+target/release/iopath completions bash > /usr/share/bash-completion/completions/iopath
+target/release/iopath completions zsh > /usr/share/zsh/vendor-completions/_iopath
+target/release/iopath completions fish > /usr/share/fish/vendor_completions.d/iopath.fish
 
 # The Perfetto test's independent reader: the perfetto package's compiled protos, which need a
 # newer protobuf runtime than Debian's, in a venv of the build's own.

@@ -4,7 +4,7 @@
 # stamps are read), at each iodepth, inline and SQPOLL, 4k random O_DIRECT reads of a scratch file.
 # Each row sets the program's own mean latency (fio's lat_ns, the generator's lat_ns) against
 # iopath's per-I/O mean, and shows the mean width of the bounds iopath could only bound (when the
-# application took a CQE from the ring, when an SQPOLL application wrote its SQE): the README's
+# application took a CQE from the ring, when an SQPOLL application wrote its SQE): docs/routes.md's
 # "What the application waited" table is this script's output.
 #   usage: sudo scripts/uring-vs-app.sh [--runtime S=3] [--qds "1 4 16 32 64"] [--check] [FILE]
 # --check exits 1 when a row is more than 5% off (tests/uring_ring.rs runs it so); FILE defaults

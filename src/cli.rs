@@ -31,32 +31,118 @@ pub struct Cli {
     pub cmd: Command,
 }
 
+// Each subcommand's --help ends with the examples the README and docs/ use.
+const RUN_EXAMPLES: &str = "\
+Examples:
+  iopath run --engine uring --qd 32 --file /var/tmp/iop/t.dat --runtime 3s
+  iopath run --engine aio --qd 32 --device /dev/nvme0n1 --json run.json
+  iopath run --engine uring --rw randrw --mix 70 --bs 16k --qd 64 --jobs 2";
+const TRACE_EXAMPLES: &str = "\
+Examples:
+  iopath trace --engine uring --qd 32 --file /var/tmp/iop/t.dat --runtime 3s
+  iopath trace -- dd if=/var/tmp/iop/t.dat of=/dev/null bs=1M iflag=direct
+  iopath trace --pid 4242 --duration 5s";
+const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  iopath doctor
+  iopath doctor --json > doctor.json";
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  iopath trace --engine uring --qd 32 --events-out run.events
+  iopath report --events run.events";
+const FLAMEGRAPH_EXAMPLES: &str = "\
+Examples:
+  iopath trace --engine uring --qd 32 --file /var/tmp/iop/t.dat --runtime 3s --flamegraph --out run1
+  iopath flamegraph -- fio job.fio
+  iopath flamegraph --diff before/oncpu.folded after/oncpu.folded";
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  iopath compare before/report.json after/report.json
+  iopath compare before/sweep.json after/sweep.json --json compare.json";
+const STUDY_EXAMPLES: &str = "\
+Examples:
+  iopath study --sides 'IOMMU off,IOMMU strict' --out study \\
+    'Debian 6.1=6.1-off/sweep,6.1-strict/sweep' 'Debian 6.12=6.12-off/sweep,6.12-strict/sweep'";
+const SWEEP_EXAMPLES: &str = "\
+Examples:
+  iopath sweep --engine uring,aio --qd 1,8,32 --repeat 1 --runtime 1s --file /var/tmp/iop/t.dat --out study
+  iopath sweep --engine uring,aio,psync --qd 1,2,4,8,16,32,64,128 --repeat 10 --seed 1 --device /dev/nvme0n1";
+const TOP_EXAMPLES: &str = "\
+Examples:
+  iopath top
+  iopath top --once
+  iopath top --batch --count 10 --by pod";
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  iopath serve --listen 127.0.0.1:9435
+  iopath serve --sync-syscalls";
+const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  iopath completions bash > /usr/share/bash-completion/completions/iopath
+  iopath completions zsh > /usr/share/zsh/vendor-completions/_iopath
+  iopath completions fish > /usr/share/fish/vendor_completions.d/iopath.fish";
+const MAN_EXAMPLES: &str = "\
+Examples:
+  iopath man /usr/local/share/man/man1
+  iopath man man && man -l man/iopath-trace.1";
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the bundled load generator and report IOPS, latency percentiles, CPU and context switches.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Run the generator under eBPF tracing: where each I/O's time went, phase by phase.
+    #[command(after_help = TRACE_EXAMPLES)]
     Trace(TraceArgs),
     /// Check what this machine can trace: privileges, BTF, tracepoints, attach kinds, devices, IOMMU.
+    #[command(after_help = DOCTOR_EXAMPLES)]
     Doctor(DoctorArgs),
     /// Re-read what a trace kept: per-I/O phases from an --events-out file.
+    #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Flamegraphs: trace with stack sampling (like 'trace --flamegraph'), or render perf's
     /// samples (--perf-script), or compare two folded files (--diff).
+    #[command(after_help = FLAMEGRAPH_EXAMPLES)]
     Flamegraph(FlamegraphArgs),
     /// Explain the difference between two runs: phases, counts, configuration, flamegraphs.
+    #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
     /// Sweep comparisons side by side on one page: each column two sweeps (A dashed, B solid),
     /// e.g. the VM rig's kernel study, each kernel's IOMMU off against strict.
+    #[command(after_help = STUDY_EXAMPLES)]
     Study(StudyArgs),
     /// The engine x queue-depth study: every point N times in a seeded random order, median run
     /// with min/max, the phase breakdown per point, and an HTML report.
+    #[command(after_help = SWEEP_EXAMPLES)]
     Sweep(SweepArgs),
     /// Live and system-wide, like top: every process (or cgroup) doing I/O, per disk and route:
     /// IOPS, bandwidth, each phase's p50/p99, IRQs and context switches per I/O.
+    #[command(after_help = TOP_EXAMPLES)]
     Top(TopArgs),
     /// 'top' without a terminal, for a service: the Prometheus (OpenMetrics) endpoint alone.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(ServeArgs),
+    /// Shell completions (bash, zsh, fish), printed to standard output.
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions(CompletionsArgs),
+    /// Man pages for iopath and each subcommand, written into a folder.
+    #[command(after_help = MAN_EXAMPLES)]
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell the completions are for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Folder for iopath.1 and iopath-<subcommand>.1 (made if missing; only those files are
+    /// written).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -195,9 +281,6 @@ pub struct CompareArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(
-    after_help = "Example:\n  iopath study --sides 'IOMMU off,IOMMU strict' --out study \\\n    'Debian 6.1=6.1-off/sweep,6.1-strict/sweep' 'Debian 6.12=6.12-off/sweep,6.12-strict/sweep'"
-)]
 pub struct StudyArgs {
     /// Each column: NAME=SWEEP_A,SWEEP_B (sweep.json files or the folders iopath sweep wrote).
     #[arg(required = true, value_name = "NAME=A,B")]
@@ -236,7 +319,6 @@ pub struct ReportArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
 pub struct TraceArgs {
     #[command(flatten)]
     pub job: JobArgs,
@@ -323,7 +405,6 @@ pub struct TraceArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
 pub struct RunArgs {
     #[command(flatten)]
     pub job: JobArgs,

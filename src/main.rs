@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use iopath::cli::{
-    Cli, Command, CompareArgs, DoctorArgs, FlamegraphArgs, ReportArgs, RunArgs, StudyArgs, SweepArgs, TraceArgs,
+    Cli, Command, CompareArgs, CompletionsArgs, DoctorArgs, FlamegraphArgs, ManArgs, ReportArgs, RunArgs, StudyArgs,
+    SweepArgs, TraceArgs,
 };
 use iopath::output::{check_and_say, print, write_file};
 use iopath::{doctor, loadgen, report, sysconf};
@@ -39,6 +40,8 @@ fn main() -> ExitCode {
         Command::Sweep(a) => sweep_cmd(a),
         Command::Top(a) => iopath::top::top_cmd(a).map(|()| ExitCode::SUCCESS),
         Command::Serve(a) => iopath::top::serve_cmd(a).map(|()| ExitCode::SUCCESS),
+        Command::Completions(a) => completions_cmd(a),
+        Command::Man(a) => man_cmd(a),
     };
     match res {
         Ok(code) => code,
@@ -794,5 +797,35 @@ fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
             iopath::events::render_text(&s, w)
         }
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `iopath completions SHELL`: clap_complete's script for that shell, on standard output.
+fn completions_cmd(a: CompletionsArgs) -> Result<ExitCode> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "iopath", &mut out);
+    std::io::stdout().write_all(&out).context("writing the completions")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `iopath man DIR`: iopath.1 and iopath-<subcommand>.1 (clap_mangen), each written whole under a
+/// temporary name and renamed (output.rs): only those files are made or replaced.
+fn man_cmd(a: ManArgs) -> Result<ExitCode> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("making {}", a.dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut pages = vec![("iopath".to_owned(), cmd.clone())];
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("iopath-{}", sub.get_name());
+        // A page's title is its command's name (a dozen short strings, once per process).
+        let title: &'static str = Box::leak(name.clone().into_boxed_str());
+        pages.push((name, sub.clone().name(title)));
+    }
+    for (name, page) in &pages {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(page.clone()).render(&mut roff).context("rendering a man page")?;
+        write_file(&a.dir.join(format!("{name}.1")), roff)?;
+    }
+    eprintln!("iopath man: {} pages in {}", pages.len(), a.dir.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -130,7 +130,7 @@ pub enum HookSet {
 
 /// The hooks a generator job gets. The lean set is the default where it follows the job: the
 /// scheduler, softirq and syscall hooks cost ~0.5-1 us of BPF per I/O on the submitting thread
-/// (0.65x untraced against the one-phase peer's 0.76x, loop device QD32: README "Overhead").
+/// (0.65x untraced against the one-phase peer's 0.76x, loop device QD32: docs/performance.md).
 pub fn hook_set(job: &Job, hooks: HookSet) -> Result<crate::probe::session::Lean> {
     use crate::job::EngineKind;
     use crate::probe::session::Lean;

@@ -506,6 +506,7 @@ fn serve_answers_scrapes_while_idle_and_slow_clients_hold_connections() {
     }
     // The agent's own cost is among the metrics: each program's runs and CPU time. Its hooks
     // are block I/O's alone, so some I/O makes them run: 4 MiB written and read back direct.
+    wait_attached(&addr);
     let f = scratch("serve-self").join("io");
     for args in [
         vec![format!("of={}", f.display()), "if=/dev/zero".into(), "oflag=direct".into()],

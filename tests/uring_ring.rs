@@ -3,7 +3,7 @@
 //! SQPOLL. Both take completions from the CQ ring without a syscall (fio at QD32 did, unseen, for
 //! 23% of its latency before the ring's head was looked at): each program's own mean latency must
 //! match iopath's within 5%, every I/O followed, and the rows iopath could only bound say so.
-//! The rows come from scripts/uring-vs-app.sh, the script that prints the README's table.
+//! The rows come from scripts/uring-vs-app.sh, the script that prints docs/routes.md's table.
 
 mod common;
 use common::*;

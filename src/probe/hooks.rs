@@ -1038,7 +1038,7 @@ pub fn needs_text(f: Feature) -> String {
     parts.join(", ")
 }
 
-/// The README's kernel table: each feature of the default trace on each recorded kernel, from
+/// docs/kernels.md's kernel table: each feature of the default trace on each recorded kernel, from
 /// the same plan doctor and the session use (`kernels`: (label, facts)). Pure.
 pub fn kernel_table(kernels: &[(String, KernelFacts)]) -> String {
     let plans: Vec<Plan> = kernels.iter().map(|(_, k)| plan(k, &Options::default())).collect();

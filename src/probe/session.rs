@@ -480,7 +480,7 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
 }
 
 /// `--lean`: the hooks the four phases of the bundled generator's direct I/O need and no more
-/// (README "Overhead"). Neither attaches the scheduler or softirq hooks (hooks::plan).
+/// (docs/performance.md). Neither attaches the scheduler or softirq hooks (hooks::plan).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Lean {
     #[default]

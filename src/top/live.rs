@@ -60,7 +60,7 @@ pub struct Reader {
 }
 
 /// How top names the process of bios kernel threads queued (tgid 0).
-pub const KERNEL_THREADS: &str = "[kernel threads]";
+pub const KERNEL_THREADS: &str = "[kernel]";
 /// Reads between two walks of the io cgroup hierarchy for an id not known yet.
 const WALK_EVERY: u64 = 5;
 

@@ -328,7 +328,7 @@ pub fn cells(r: &Row) -> [String; 13] {
     ]
 }
 
-pub const WIDTHS: [usize; 13] = [7, 15, 24, 7, 6, 5, 8, 8, 13, 13, 13, 13, 13];
+pub const WIDTHS: [usize; 13] = [7, 15, 24, 7, 9, 5, 8, 8, 13, 13, 13, 13, 13];
 
 /// One frame as text: a header line with the frame's totals and what was lost, then the table
 /// (`limit` rows; 0: all).
