@@ -232,7 +232,13 @@ fn dropped_page_cache_is_named() {
     require_root();
     let _s = serial();
     for engine in ["psync", "uring"] {
-        let (_l, _m, f) = cold_fs(&format!("cmp-dropcache-{engine}"), 64);
+        let (l, _m, f) = cold_fs(&format!("cmp-dropcache-{engine}"), 64);
+        // A 16 KiB readahead window: the reads after the drop wait for the device visibly on
+        // any host (with the default 128 KiB, io_uring's waited 0.19-3.8 us more per read from
+        // run to run on this VM, at times inside the noise rule; src/compare.rs' unit tests hold
+        // the wait rule itself).
+        let ra = format!("/sys/block/{}/queue/read_ahead_kb", l.0.trim_start_matches("/dev/"));
+        std::fs::write(&ra, "16").unwrap();
         let d = scratch(&format!("cmp-dropcache-{engine}-out"));
         let job = ["--file", &f, "--engine", engine, "--rw", "read", "--direct", "false", "--ios", "16384"];
         let pin = Pinned::file(&f);
@@ -246,7 +252,6 @@ fn dropped_page_cache_is_named() {
         let per_io = |k: &str| c["per_io"].as_array().unwrap().iter().find(|x| x[0] == k).unwrap()[1].clone();
         let (hit, waited) = (per_io("pc read_hit_ratio"), per_io("pc read_waited_us"));
         let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
-        // Readahead keeps the hit ratio high after the drop (99.85% once): the wait tells.
         assert!(f(&hit, "before") >= 0.999 && f(&hit, "after") < f(&hit, "before"), "{engine}: {hit}");
         assert!(f(&waited, "before") < 0.1 && f(&waited, "after") > f(&waited, "before") + 0.2, "{engine}: {waited}");
         let cause = c["causes"][0].as_str().unwrap();
