@@ -45,8 +45,42 @@ def inner(ty):
     return None
 
 
+# Fields whose name says what they are, for those without a doc comment of their own.
+KNOWN = {
+    'schema': ('', 'The format and its version, e.g. `iopath.report/1`.'),
+    'tool': ('', 'The program that wrote it and its version.'),
+    'system': ('', 'The machine: kernel release and CPU count.'),
+    'target': ('', 'The file or device the generator ran on.'),
+    'warnings': ('', 'What the run measured that is not what was asked (each with the fix).'),
+    'ios': ('I/Os', 'I/Os completed.'),
+    'reads': ('I/Os', 'Of them, reads.'),
+    'writes': ('I/Os', 'Of them, writes.'),
+    'runtime_ns': ('ns', 'How long the I/O ran.'),
+    'iops': ('I/Os per s', 'I/Os completed per second of the run.'),
+    'bw_bytes': ('bytes per s', 'Bytes moved per second of the run.'),
+    'cpu': ('', 'The generator\'s CPU time, user and system, and per I/O.'),
+    'ctx_switches': ('', 'Context switches of the I/O threads.'),
+    'count': ('', 'How many values the summary holds.'),
+    'min': ('ns', 'Smallest.'), 'max': ('ns', 'Largest.'), 'mean': ('ns', 'Mean.'),
+    'p50': ('ns', 'Median.'), 'p90': ('ns', '90th percentile.'), 'p99': ('ns', '99th percentile.'),
+    'p999': ('ns', '99.9th percentile.'),
+    'mean_ns': ('ns', 'Mean.'), 'p50_ns': ('ns', 'Median.'), 'p90_ns': ('ns', '90th percentile.'),
+    'p99_ns': ('ns', '99th percentile.'), 'p999_ns': ('ns', '99.9th percentile.'),
+    'max_ns': ('ns', 'Largest.'), 'min_ns': ('ns', 'Smallest.'),
+    'total': ('', 'The count over the whole run.'),
+    'per_io': ('per I/O', 'The count divided by the I/Os it applies to.'),
+    'name': ('', 'What this entry is (a hook, a route, a syscall, a file).'),
+    'attached': ('', 'Whether the program attached on this kernel.'),
+    'error': ('', 'Why it did not (libbpf\'s or the kernel\'s words).'),
+    'feature': ('', 'A feature of the probe set (`iopath doctor` names them).'),
+    'why': ('', 'Why it is off here: the kernel\'s reason.'),
+}
+
+
 def unit(name):
-    for suf, u in (('_ns', 'ns'), ('_bytes', 'bytes'), ('_s', 's'), ('_pct', '%')):
+    if name in KNOWN and KNOWN[name][0]:
+        return KNOWN[name][0]
+    for suf, u in (('_ns', 'ns'), ('_us', 'us'), ('_bytes', 'bytes'), ('_s', 's'), ('_pct', '%')):
         if name.endswith(suf):
             return u
     return ''
@@ -71,6 +105,8 @@ def rows(name, prefix, seen, out):
         if 'skip_serializing_if' in attrs:
             null = (null + ', or absent').lstrip(', ') if null else 'absent when empty'
         path = prefix + key
+        if not doc and key in KNOWN:
+            doc = KNOWN[key][1]
         out.append(f'| `{path}` | `{ty}` | {unit(key)} | {null} | {doc} |')
         if t:
             nested.append((t, path + ('[]' if ty.startswith('Vec<') else '') + '.'))
