@@ -296,7 +296,7 @@ fn a_running_process_by_pid() {
     let f = f.to_str().unwrap();
     run_json(&["--file", f, "--size", "64m", "--ios", "1"]);
     // --thread keeps fio's job inside the pid we trace.
-    let args = fio_args(f, "io_uring", &["--thread", "--runtime=4", "--rw=randrw", "--rwmixread=70"]);
+    let args = fio_args(f, "io_uring", &["--thread", "--runtime=6", "--rw=randrw", "--rwmixread=70"]);
     let mut fio =
         std::process::Command::new(&args[0]).args(&args[1..]).stdout(std::process::Stdio::null()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
@@ -306,6 +306,7 @@ fn a_running_process_by_pid() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["ios"].as_u64().unwrap() > 1000, "fio does thousands of I/Os a second: {}", r["ios"]);
+    assert_traced_for_its_duration(&r);
     assert!(r["phases"]["completion_posted"]["count"].as_u64().unwrap() > 0, "io_uring posts completions");
     assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99);
     // fio's 70/30 mix, seen from the bios.
@@ -314,6 +315,13 @@ fn a_running_process_by_pid() {
     assert!((reads + writes - ios).abs() <= ios * 0.01 + 16.0, "{reads} + {writes} vs {ios} I/Os");
     let w = writes / (reads + writes);
     assert!((w - 0.3).abs() < 0.05, "write share {w:.3}, fio writes 30%");
+}
+
+/// A --duration of 1.5 s counts from the moment the probes are attached: loading them takes
+/// seconds of the verifier's time, and a clock started before it once left 20 ms of I/O traced.
+fn assert_traced_for_its_duration(r: &serde_json::Value) {
+    let s = r["runtime_ns"].as_f64().unwrap() / 1e9;
+    assert!((1.4..1.7).contains(&s), "traced I/O over {s:.2} s of a 1.5 s --duration");
 }
 
 /// fio forks its jobs before iopath attaches: the worker processes that exist at the start are
@@ -330,7 +338,7 @@ fn a_running_process_and_the_children_it_already_forked() {
     let args = fio_args(
         f,
         "libaio",
-        &["--numjobs=2", "--group_reporting", "--runtime=4", &format!("--output={}", fio_out.display())],
+        &["--numjobs=2", "--group_reporting", "--runtime=6", &format!("--output={}", fio_out.display())],
     );
     let mut fio =
         std::process::Command::new(&args[0]).args(&args[1..]).stdout(std::process::Stdio::null()).spawn().unwrap();
@@ -342,6 +350,7 @@ fn a_running_process_and_the_children_it_already_forked() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ios = r["ios"].as_f64().unwrap();
     assert!(ios > 1000.0, "fio's two forked jobs do thousands of I/Os a second: {ios}");
+    assert_traced_for_its_duration(&r);
     assert!(r["correlated_fraction"].as_f64().unwrap() >= 0.99);
     // The rate agrees with fio's own over its whole run (tracing costs a few percent).
     let fio: serde_json::Value = serde_json::from_slice(&std::fs::read(&fio_out).unwrap()).unwrap();
