@@ -10,6 +10,8 @@
 # serve hooks block I/O and io_uring alone (no syscall hook unless --sync-syscalls), so the last
 # two measure what always-on costs a process that does no disk I/O: nothing, or it is a bug.
 # serve holds BPF_ENABLE_STATS (its self-metrics): its own programs' clock reads are in the ratios.
+# Beside it, serve's floor: the same hooks attached with empty bodies (serve --empty-probes), what
+# any agent on these hooks pays before doing any work: a target below the floor is out of reach.
 # Ratios are with / without, paired run by run (scripts/paired.py: geometric mean, 95% interval).
 #   usage: sudo scripts/bench-serve-overhead.sh [RUNTIME_S=5] [REPEAT=5]
 set -euo pipefail
@@ -36,25 +38,32 @@ syscalls() { # -> syscalls/s (a read and a write per byte)
   s=$(date +%s.%N); dd if=/dev/zero of=/dev/null bs=1 count=$n status=none; e=$(date +%s.%N)
   python3 -c "print(2*$n/($e-$s))"
 }
-with_serve() {
-  "$IOPATH" serve --listen 127.0.0.1:$PORT >/dev/null 2>&1 & local pid=$!
-  sleep 1.5
+with_serve() { # [--empty-probes] CMD...: CMD with serve's probes attached
+  local extra=(); [ "$1" = --empty-probes ] && { extra=("$1"); shift; }
+  "$IOPATH" serve --listen 127.0.0.1:$PORT "${extra[@]}" >/dev/null 2>&1 & local pid=$!
+  # Its probes are attached once the exposition names them (loading takes a second or more).
+  local i; for i in $(seq 100); do
+    curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null | grep -q '^iopath_probe_info{' && break
+    sleep 0.1
+  done
   "$@"
   kill -TERM $pid; wait $pid || true
   sleep 1
 }
-printf '%-22s %12s %12s  %s\n' point alone "with serve" "ratio [95%]"
+printf '%-22s %12s %12s %12s  %-30s %s\n' point alone "with serve" "empty hooks" "serve ratio [95%]" "floor ratio [95%]"
 for point in "loop uring 32" "loop psync 1" "file uring 1" "file uring 32" "syscalls" "getppid"; do
-  : > "$W/a"; : > "$W/b"
+  : > "$W/a"; : > "$W/b"; : > "$W/c"
   for r in $(seq "$REPEAT"); do
     # Rotate which goes first, so the host's drift hits both alike.
     case $point in syscalls|getppid) run=($point) ;; *) run=(one $point) ;; esac
-    if (( r % 2 )); then
-      "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b"
-    else
-      with_serve "${run[@]}" >> "$W/b"; "${run[@]}" >> "$W/a"
-    fi
+    case $(( r % 3 )) in
+      1) "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b"; with_serve --empty-probes "${run[@]}" >> "$W/c" ;;
+      2) with_serve "${run[@]}" >> "$W/b"; with_serve --empty-probes "${run[@]}" >> "$W/c"; "${run[@]}" >> "$W/a" ;;
+      0) with_serve --empty-probes "${run[@]}" >> "$W/c"; "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b" ;;
+    esac
   done
   read -r ratio lo hi verdict < <(python3 scripts/paired.py "$W/b" "$W/a")
-  printf '%-22s %12.0f %12.0f  %.3fx [%.3f-%.3f] %s\n' "$point" "$(median < "$W/a")" "$(median < "$W/b")" "$ratio" "$lo" "$hi" "$verdict"
+  read -r fr flo fhi fverdict < <(python3 scripts/paired.py "$W/c" "$W/a")
+  printf '%-22s %12.0f %12.0f %12.0f  %-30s %s\n' "$point" "$(median < "$W/a")" "$(median < "$W/b")" "$(median < "$W/c")" \
+    "$(printf '%.3fx [%.3f-%.3f] %s' "$ratio" "$lo" "$hi" "$verdict")" "$(printf '%.3fx [%.3f-%.3f] %s' "$fr" "$flo" "$fhi" "$fverdict")"
 done

@@ -207,6 +207,10 @@ pub struct ServeArgs {
     /// first bio (block and device phases) and io_uring from its submission to its posting.
     #[arg(long)]
     pub sync_syscalls: bool,
+    /// Attach serve's hooks with empty bodies: what they cost before any of their work, the
+    /// floor `scripts/bench-serve-overhead.sh` sets beside serve. Metrics then count nothing.
+    #[arg(long, hide = true)]
+    pub empty_probes: bool,
 }
 
 #[derive(Args, Debug)]

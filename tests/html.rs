@@ -391,7 +391,7 @@ fn free_then_limited(d: &Path, dev: &LoopDev, limit: u32, args: &[&str]) -> (std
 /// Two real traces compared, the second under a blk-throttle limit of 3000 IOPS (the kernel
 /// holds it: the independent reference): the page draws both runs' phase distributions on one
 /// axis (from the raw.json beside each report) and both over time, the limited run's IOPS per
-/// interval at the limit (-15%..+10%, as tests/routes.rs allows blk-throttle's slices), and prints.
+/// interval under the limit and at it on average past the first (blk-throttle's slices are uneven), and prints.
 #[test]
 fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
     require_root();
@@ -426,10 +426,12 @@ fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
         .collect();
     assert!(after.len() >= 5 * 3, "IOPS, p99 and max of >= 5 intervals: {}", after.len());
     let iops = &after[..after.len() / 3];
-    // The first second holds the run's start, where blk-throttle's slices settle (2500 of 3000,
-    // then 2800, 2300 in CI runs): from then on every interval is at the limit.
-    assert!(iops[2..].iter().all(|v| (2550.0..=3300.0).contains(v)), "the limited run's IOPS per interval: {iops:?}");
-    assert!(iops[..2].iter().all(|v| (1500.0..=3300.0).contains(v)), "the limited run's first second: {iops:?}");
+    // blk-throttle never lets an interval above the limit, but its slices are uneven at 500 ms
+    // (CI runs: 2500 of 3000 in the first, 2200 and 2300 mid-run after intervals of 3000): each
+    // interval below the cap, and together, past the first, at it.
+    assert!(iops.iter().all(|v| (1500.0..=3300.0).contains(v)), "the limited run's IOPS per interval: {iops:?}");
+    let mean = iops[1..].iter().sum::<f64>() / (iops.len() - 1) as f64;
+    assert!((2550.0..=3150.0).contains(&mean), "the limited run's mean {mean:.0} IOPS, limit 3000: {iops:?}");
     assert!(html.contains("stroke-dasharray=\"6,4\""), "before dashed");
     let dom = rendered(&out.join("report.html"));
     let (ok, total) = plots_ok(&dom);

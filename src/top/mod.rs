@@ -43,11 +43,13 @@ struct Loop {
     /// kubelet's pod folders (`<namespace>_<name>_<uid>`): the pods' names.
     pods_root: std::path::PathBuf,
     sync_syscalls: bool,
+    empty_probes: bool,
 }
 
-fn opts(sync_syscalls: bool) -> TraceOpts {
+fn opts(sync_syscalls: bool, empty_probes: bool) -> TraceOpts {
     TraceOpts {
         sync_syscalls,
+        empty_probes,
         // Every process: system-wide.
         tgid: 0,
         // SAFETY: gettid has no preconditions.
@@ -93,6 +95,7 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
             cgroups: a.cgroups,
             pods_root: a.pods_root,
             sync_syscalls: a.sync_syscalls,
+            empty_probes: false,
         },
         a.listen.as_deref(),
     )
@@ -110,6 +113,7 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             cgroups: a.cgroups,
             pods_root: a.pods_root,
             sync_syscalls: a.sync_syscalls,
+            empty_probes: a.empty_probes,
         },
         Some(&a.listen),
     )
@@ -131,7 +135,7 @@ fn run(mut l: Loop, listen: Option<&str>) -> Result<()> {
             l.exposition = Some(exp.clone());
             s.spawn(move || http::serve(lst, exp))
         });
-        let r = session::trace_live(&opts(l.sync_syscalls), |maps| refresh_loop(&l, maps));
+        let r = session::trace_live(&opts(l.sync_syscalls, l.empty_probes), |maps| refresh_loop(&l, maps));
         // The server stops with the loop (it polls the same stop request).
         crate::stop::request();
         if let Some(h) = server {
