@@ -1244,6 +1244,34 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 	return on_sys_exit(regs, BPF_CORE_READ(regs, orig_ax), ret, false);
 }
 
+/*
+ * top / serve where fentry works: the positional sync calls hooked on their own kernel functions
+ * (__x64_sys_pread64 ...; the target is set at load from the hook table), so only those calls pay
+ * and a direct pread is timed from its entry to its return, as a trace does through the
+ * raw_syscalls pair that every system call of every process would pay for. The wrapper's one
+ * argument is the user's pt_regs, the same the sys_enter tracepoint hands over.
+ */
+#define SYNC_FENTRY(name, nr)                                                                      \
+	SEC("fentry")                                                                              \
+	int BPF_PROG(fentry_##name, struct pt_regs *regs)                                          \
+	{                                                                                          \
+		EMPTY_GUARD();                                                                     \
+		return on_sys_enter(regs, nr, true);                                               \
+	}                                                                                          \
+	SEC("fexit")                                                                               \
+	int BPF_PROG(fexit_##name, struct pt_regs *regs, long ret)                                 \
+	{                                                                                          \
+		EMPTY_GUARD();                                                                     \
+		return on_sys_exit(regs, nr, ret, true);                                           \
+	}
+
+SYNC_FENTRY(pread64, NR_PREAD64)
+SYNC_FENTRY(pwrite64, NR_PWRITE64)
+SYNC_FENTRY(preadv, NR_PREADV)
+SYNC_FENTRY(pwritev, NR_PWRITEV)
+SYNC_FENTRY(preadv2, NR_PREADV2)
+SYNC_FENTRY(pwritev2, NR_PWRITEV2)
+
 /* ---- io_uring tracepoints ---- */
 
 SEC("tp_btf/io_uring_submit_req")

@@ -71,31 +71,40 @@ pub struct AlwaysOn {
     /// The dry run's error, if it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The positional sync calls are timed by fentry on their kernel functions (loaded and
+    /// attached by the dry run).
+    pub sync_fentry: bool,
     /// How sync and aio direct I/O are timed here, in words.
     pub sync_io: String,
 }
 
 /// top and serve's plan carried out (loaded, attached, let go), and what it means for sync I/O.
-fn always_on(facts: &KernelFacts, attach: &[AttachResult], ksyms: &std::collections::HashMap<String, u64>) -> AlwaysOn {
+fn always_on(facts: &KernelFacts, ksyms: &std::collections::HashMap<String, u64>) -> AlwaysOn {
     let o = hooks::Options { top: true, force_compat: hooks::force_compat(), ..Default::default() };
     let opts = crate::probe::session::TraceOpts { top: true, ..Default::default() };
-    let (hooks, error) = match crate::probe::load::dry_run_with(hooks::plan(facts, &o), ksyms, &opts) {
-        Ok(p) => (trace_plan(&p).into_iter().filter(|(_, how)| !how.starts_with("not used:")).collect(), None),
-        Err(e) => (Vec::new(), Some(format!("{e:#}"))),
+    let (hooks, error, fentry) = match crate::probe::load::dry_run_with(hooks::plan(facts, &o), ksyms, &opts) {
+        Ok(p) => {
+            let f = p.state(Feature::SyncFentry);
+            let fentry = if f.on { Ok(()) } else { Err(f.why.clone().unwrap_or_else(|| "not loaded".into())) };
+            let attached =
+                trace_plan(&p).into_iter().filter(|(_, how)| !how.starts_with("not used:") && !how.starts_with("off:"));
+            (attached.collect(), None, fentry)
+        }
+        Err(e) => (Vec::new(), Some(format!("{e:#}")), Err("the dry run failed".into())),
     };
-    // iopath does not hook the I/O syscalls with fentry (yet): say what fentry does here, so the
-    // reader knows whether that would help on this kernel.
-    let fentry = match attach.iter().find(|a| a.kind == AttachKind::Fentry) {
-        Some(a) if a.ok => "fentry attaches here, but iopath does not time syscalls with it yet".to_owned(),
-        Some(a) => format!("fentry is refused here ({})", a.error.as_deref().unwrap_or("unknown")),
-        None => "fentry was not tried".to_owned(),
+    const AT_BIO: &str = "block and device phases from the first bio to the last bio's end, submission \
+                          and completion not timed";
+    const NO_PAIR: &str = "no syscall hook for every call: the raw_syscalls pair would send every system \
+                           call of every process through the slow path (--sync-syscalls attaches it)";
+    let sync_io = match &fentry {
+        Ok(()) => format!(
+            "pread64, pwrite64, preadv, pwritev, preadv2, pwritev2: all four phases, timed by fentry on \
+             their kernel functions (only those calls pay); read, write, readv, writev and aio: {AT_BIO} \
+             (a hook on read and write would run for every socket and pipe read of every process); {NO_PAIR}"
+        ),
+        Err(why) => format!("{AT_BIO}; {NO_PAIR}; fentry on pread/pwrite is off here: {why}"),
     };
-    let sync_io = format!(
-        "block and device phases from the first bio to the last bio's end; submission and completion \
-         not timed: no syscall hook, which would send every system call of every process through the \
-         slow path (--sync-syscalls attaches it); {fentry}"
-    );
-    AlwaysOn { hooks, error, sync_io }
+    AlwaysOn { hooks, error, sync_fentry: fentry.is_ok(), sync_io }
 }
 
 pub fn examine(roots: &SysRoots) -> Doctor {
@@ -126,7 +135,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         planned
             .hooks
             .iter()
-            .filter(|h| !h.name.contains("_queue_rq"))
+            .filter(|h| !h.name.contains("_queue_rq") && !h.name.starts_with("fentry:"))
             // A tracepoint two hooks serve (the trace's and top's) is listed once: the trace's.
             .filter({
                 let mut seen = std::collections::HashSet::new();
@@ -183,7 +192,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
             problems.push(why);
         } else {
             let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
-            always = Some(always_on(&facts, &attach, &ksyms));
+            always = Some(always_on(&facts, &ksyms));
             match crate::probe::load::dry_run(planned.clone(), &ksyms) {
                 Ok(p) => {
                     plan = p;

@@ -76,11 +76,21 @@ fn doctor_reports_this_machine() {
     assert!(a["error"].is_null(), "{a}");
     let hooks: Vec<&str> = a["hooks"].as_array().unwrap().iter().map(|h| h[0].as_str().unwrap()).collect();
     assert!(hooks.contains(&"block:block_bio_queue") && hooks.contains(&"block:block_bio_complete"), "{hooks:?}");
-    assert!(hooks.iter().all(|h| h.starts_with("block:") || h.starts_with("io_uring:")), "{hooks:?}");
+    // fentry on the positional sync calls where it attaches (the rig), else said off with why.
+    let fentry = attach("fentry") == true;
+    assert!(
+        hooks
+            .iter()
+            .all(|h| h.starts_with("block:") || h.starts_with("io_uring:") || (fentry && h.starts_with("fentry:"))),
+        "{hooks:?}"
+    );
     let sync = a["sync_io"].as_str().unwrap();
     assert!(sync.contains("--sync-syscalls") && sync.contains("fentry"), "{sync}");
-    if attach("fentry") == false {
-        assert!(sync.contains("fentry is refused here"), "{sync}");
+    assert_eq!(a["sync_fentry"], fentry, "{sync}");
+    if fentry {
+        assert!(hooks.contains(&"fentry:pread64") && sync.contains("timed by fentry"), "{hooks:?} {sync}");
+    } else {
+        assert!(sync.contains("fentry on pread/pwrite is off here: fentry"), "{sync}");
     }
     let vda = d["block_devices"].as_array().unwrap().iter().find(|b| b["name"] == "vda").cloned();
     if let Some(vda) = vda {

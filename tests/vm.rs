@@ -140,7 +140,10 @@ fn every_boot_finished() {
 fn portability_doctor_and_four_phases() {
     for (kernel, dir) in expect_boots("portability", "portability_doctor_and_four_phases") {
         steps_ok(&dir);
-        top_counts_without_syscall_hooks(&kernel, &dir.join("top"));
+        let fentry = json(&dir.join("doctor/doctor.json"))["always_on"]["sync_fentry"] == true;
+        // Every kernel of the rig but 5.10 (the compat build) times pread by fentry.
+        assert_eq!(fentry, kernel != "5.10", "{kernel}: doctor's always-on sync_fentry");
+        top_counts_without_syscall_hooks(&kernel, &dir.join("top"), fentry);
         if kernel == "5.10" {
             compat_build_traces(&dir);
             continue;
@@ -212,26 +215,34 @@ fn portability_doctor_and_four_phases() {
 
 /// `iopath top --batch` (always on: block and io_uring hooks alone, aio claimed at its first bio)
 /// counts the generator's aio reads on this kernel within 1%, with block and device phases and
-/// no submission of their own.
-fn top_counts_without_syscall_hooks(kernel: &str, dir: &Path) {
-    let own = json(&dir.join("run.json"))["ios"].as_f64().unwrap();
+/// no submission of their own; then its psync preads: where fentry attaches (`fentry`), timed
+/// from the call's entry (submission and completion shown), else from the first bio, as aio.
+fn top_counts_without_syscall_hooks(kernel: &str, dir: &Path, fentry: bool) {
     let text = std::fs::read_to_string(dir.join("top.txt")).unwrap();
-    let (mut ios, mut frame_s) = (0.0, 0.0);
-    for l in text.lines() {
-        if let Some(rest) = l.strip_prefix("iopath top: ") {
-            frame_s = rest.split(" in ").nth(1).and_then(|x| x.split(' ').next()).unwrap().parse::<f64>().unwrap();
-            continue;
+    for (route, run, timed) in [("aio", "run.json", false), ("sync", "run-psync.json", fentry)] {
+        let own = json(&dir.join(run))["ios"].as_f64().unwrap();
+        let (mut ios, mut frame_s) = (0.0, 0.0);
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("iopath top: ") {
+                frame_s = rest.split(" in ").nth(1).and_then(|x| x.split(' ').next()).unwrap().parse::<f64>().unwrap();
+                continue;
+            }
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 12 && f[3] == "nvme0n1" && f[4] == route {
+                // SUB and CMP: timed, or "-/-" (unknown, never a zero); BLK and DEV always.
+                let shown = |c: &str| c != "-/-";
+                assert!(
+                    shown(f[8]) == timed && shown(f[11]) == timed && shown(f[10]),
+                    "{kernel}: {route} (fentry {fentry}): {l}"
+                );
+                ios += f[6].parse::<f64>().unwrap() * frame_s;
+            }
         }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() >= 12 && f[3] == "nvme0n1" && f[4] == "aio" {
-            assert!(f[8] == "-/-" && f[10] != "-/-", "{kernel}: aio without syscall hooks: {l}");
-            ios += f[6].parse::<f64>().unwrap() * frame_s;
-        }
+        assert!(
+            (ios - own).abs() <= own * 0.01 + 2.0,
+            "{kernel}: top counted {ios:.0} {route} I/Os, the generator {own}:\n{text}"
+        );
     }
-    assert!(
-        (ios - own).abs() <= own * 0.01 + 2.0,
-        "{kernel}: top counted {ios:.0} aio I/Os, the generator {own}:\n{text}"
-    );
 }
 
 /// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object

@@ -53,10 +53,13 @@ pub enum Feature {
     ProcessTree,
     /// top and serve: every bio's end, where an I/O claimed at its first bio closes.
     BioEnd,
+    /// top and serve: the positional sync calls (pread64, pwritev2 ...) timed by fentry/fexit on
+    /// their own kernel functions, where fentry works: only those calls pay.
+    SyncFentry,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 20] = [
+    pub const ALL: [Feature; 21] = [
         Feature::BlockCore,
         Feature::Syscalls,
         Feature::Uring,
@@ -77,6 +80,7 @@ impl Feature {
         Feature::Dma,
         Feature::ProcessTree,
         Feature::BioEnd,
+        Feature::SyncFentry,
     ];
 
     /// How reports and doctor name it.
@@ -102,6 +106,7 @@ impl Feature {
             Feature::Dma => "DMA maps per I/O",
             Feature::ProcessTree => "process tree (forks)",
             Feature::BioEnd => "I/Os closed at their last bio's end (top, serve)",
+            Feature::SyncFentry => "sync pread/pwrite timed by fentry (top, serve)",
         }
     }
 
@@ -135,6 +140,7 @@ impl Feature {
             | Feature::RunQueue
             | Feature::PageCacheExtras
             | Feature::DirtyThrottle
+            | Feature::SyncFentry
                 if !compat =>
             {
                 THREAD
@@ -307,6 +313,18 @@ pub const SYMBOLS: &[&str] = &[
     "md_end_clone_io",
     "md_end_io_acct",
     "nvme_queue_rq",
+    "__x64_sys_pread64",
+    "__x64_sys_pwrite64",
+    "__x64_sys_preadv",
+    "__x64_sys_pwritev",
+    "__x64_sys_preadv2",
+    "__x64_sys_pwritev2",
+    "__arm64_sys_pread64",
+    "__arm64_sys_pwrite64",
+    "__arm64_sys_preadv",
+    "__arm64_sys_pwritev",
+    "__arm64_sys_preadv2",
+    "__arm64_sys_pwritev2",
 ];
 
 /// The name of `sym` this kernel has (None: none of them).
@@ -321,6 +339,7 @@ pub enum Via {
     RawTp,
     /// A classic tracepoint (tracefs id), attached by group and name.
     Classic,
+    Fentry,
     Fexit,
     Kprobe,
 }
@@ -331,7 +350,7 @@ impl Via {
             Via::TpBtf => AttachKind::TpBtf,
             Via::RawTp => AttachKind::RawTp,
             Via::Classic => AttachKind::Tracepoint,
-            Via::Fexit => AttachKind::Fentry,
+            Via::Fentry | Via::Fexit => AttachKind::Fentry,
             Via::Kprobe => AttachKind::Kprobe,
         }
     }
@@ -341,6 +360,7 @@ impl Via {
             Via::TpBtf => "tp_btf",
             Via::RawTp => "raw_tp",
             Via::Classic => "tracepoint",
+            Via::Fentry => "fentry",
             Via::Fexit => "fexit",
             Via::Kprobe => "kprobe",
         }
@@ -378,8 +398,10 @@ pub struct HookSpec {
     pub group: &'static str,
     /// Newest first; the first this kernel has is used. Empty: a function probe (`progs`).
     pub variants: &'static [Variant],
-    /// For function probes (fexit, kprobe): the programs, all attached together.
+    /// For function probes (fentry, fexit, kprobe): the programs, all attached together ...
     pub func_progs: &'static [Prog],
+    /// ... to the first of these kernel functions /proc/kallsyms has (an architecture's name).
+    pub func: &'static [&'static str],
     pub feature: Feature,
     pub used_for: &'static str,
 }
@@ -398,8 +420,29 @@ macro_rules! hook {
             group: $group,
             variants: &[$($v),+],
             func_progs: &[],
+            func: &[],
             feature: Feature::$feature,
             used_for: $used,
+        }
+    };
+}
+
+/// A positional sync call's entry and return, on its kernel function (the syscall wrapper, whose
+/// one argument is the user's registers). read, write, readv and writev are left out on purpose:
+/// every socket and pipe read of every process would pay for them.
+macro_rules! sync_fentry {
+    ($call:literal, $entry:literal, $exit:literal) => {
+        HookSpec {
+            name: concat!("fentry:", $call),
+            group: "syscalls",
+            variants: &[],
+            func_progs: &[
+                Prog { obj: P, name: $entry, via: Via::Fentry },
+                Prog { obj: P, name: $exit, via: Via::Fexit },
+            ],
+            func: &[concat!("__x64_sys_", $call), concat!("__arm64_sys_", $call)],
+            feature: Feature::SyncFentry,
+            used_for: concat!("top and serve: ", $call, " timed from its entry to its return (only this call pays)"),
         }
     };
 }
@@ -595,6 +638,7 @@ pub const HOOKS: &[HookSpec] = &[
         group: "nvme",
         variants: &[],
         func_progs: &[Prog { obj: P, name: "nvme_queue_rq_exit", via: Via::Fexit }],
+        func: &["nvme_queue_rq"],
         feature: Feature::Doorbell,
         used_for: "NVMe doorbell rung (nvme_queue_rq's return)",
     },
@@ -606,9 +650,16 @@ pub const HOOKS: &[HookSpec] = &[
             Prog { obj: P, name: "nvme_queue_rq_entry", via: Via::Kprobe },
             Prog { obj: P, name: "nvme_queue_rq_ret", via: Via::Kprobe },
         ],
+        func: &["nvme_queue_rq"],
         feature: Feature::Doorbell,
         used_for: "NVMe doorbell rung, as a kprobe pair where fexit is refused",
     },
+    sync_fentry!("pread64", "fentry_pread64", "fexit_pread64"),
+    sync_fentry!("pwrite64", "fentry_pwrite64", "fexit_pwrite64"),
+    sync_fentry!("preadv", "fentry_preadv", "fexit_preadv"),
+    sync_fentry!("pwritev", "fentry_pwritev", "fexit_pwritev"),
+    sync_fentry!("preadv2", "fentry_preadv2", "fexit_preadv2"),
+    sync_fentry!("pwritev2", "fentry_pwritev2", "fexit_pwritev2"),
     hook!(
         "irq:irq_handler_entry",
         "irq",
@@ -804,6 +855,11 @@ fn unused_why(h: &HookSpec, o: &Options, k: &KernelFacts) -> Option<String> {
             return Some("top and serve end every bio in the bio-end hook (stacked devices' too)".into())
         }
         Feature::Syscalls if always_on => return Some(ALWAYS_ON_NO_SYSCALLS.into()),
+        Feature::SyncFentry if !always_on => {
+            return Some(
+                "only top and serve without --sync-syscalls (the syscall pair times every sync call there)".into(),
+            )
+        }
         Feature::ContextSwitches
         | Feature::RunQueue
         | Feature::Softirqs
@@ -882,6 +938,12 @@ pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
             off.insert(f, unmet.join("; "));
         }
     }
+    if flavour == Flavour::Compat {
+        // The compat build keeps each thread's state in a hash entry only an exit hook frees.
+        off.entry(Feature::SyncFentry).or_insert_with(|| {
+            "the compat build keeps thread state no exit hook frees here (task storage: 5.11+)".into()
+        });
+    }
     for h in HOOKS {
         let variant = h.variants.iter().find(|v| k.has_tracepoint(h.group, v.tracepoint));
         let present = h.variants.is_empty() || variant.is_some();
@@ -896,16 +958,27 @@ pub fn plan(k: &KernelFacts, o: &Options) -> Plan {
                         k.attach_error(p.via.kind()).unwrap_or_default()
                     ),
                 },
-                None if h.func_progs.iter().any(|p| p.via == Via::Fexit) && !k.module_btf => Choice::Off {
-                    why: "fexit on nvme_queue_rq needs the nvme module's BTF (no /sys/kernel/btf/<module>)".into(),
-                },
-                None if !k.symbols.contains("nvme_queue_rq") => {
-                    Choice::Off { why: "nvme_queue_rq is not in /proc/kallsyms (no NVMe driver loaded)".into() }
+                None if h.feature == Feature::Doorbell
+                    && h.func_progs.iter().any(|p| p.via == Via::Fexit)
+                    && !k.module_btf =>
+                {
+                    Choice::Off {
+                        why: "fexit on nvme_queue_rq needs the nvme module's BTF (no /sys/kernel/btf/<module>)".into(),
+                    }
                 }
-                None => Choice::Load {
-                    progs: h.func_progs.to_vec(),
-                    via: h.func_progs[0].via.name(),
-                    target: "nvme_queue_rq".into(),
+                None => match h.func.iter().find(|f| k.symbols.contains(**f)) {
+                    None => Choice::Off {
+                        why: format!(
+                            "{} is not in /proc/kallsyms{}",
+                            h.func.join(" / "),
+                            if h.feature == Feature::Doorbell { " (no NVMe driver loaded)" } else { "" }
+                        ),
+                    },
+                    Some(f) => Choice::Load {
+                        progs: h.func_progs.to_vec(),
+                        via: h.func_progs[0].via.name(),
+                        target: (*f).into(),
+                    },
                 },
             }
         } else {
@@ -1153,6 +1226,55 @@ mod tests {
         // A trace never closes I/Os at their bios' end.
         let p = plan(&k, &Options::default());
         assert!(p.state(Feature::BioEnd).unused && p.is_on(Feature::Syscalls));
+    }
+
+    #[test]
+    fn always_on_times_positional_sync_calls_by_fentry_where_it_attaches() {
+        let every: Vec<String> = HOOKS
+            .iter()
+            .flat_map(|h| h.variants.iter().map(move |v| format!("{}:{}", h.group, v.tracepoint)))
+            .collect();
+        let mut k = facts(&every.iter().map(String::as_str).collect::<Vec<_>>(), ALL_BPF);
+        let top = Options { top: true, ..Default::default() };
+        // This build host: fentry refused, said with the kernel's answer.
+        let s = plan(&k, &top).state(Feature::SyncFentry).clone();
+        assert!(!s.on && !s.unused && s.why.as_deref().unwrap().contains("-EPERM"), "{s:?}");
+        // fentry attaches, the wrappers are there: six pairs on the x86 names, nothing else.
+        k.attach.insert("fentry".into(), None);
+        for c in ["pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"] {
+            k.symbols.insert(format!("__x64_sys_{c}"));
+        }
+        let p = plan(&k, &top);
+        assert!(p.is_on(Feature::SyncFentry));
+        let targets: Vec<(&str, Vec<&str>, String)> = p
+            .hooks
+            .iter()
+            .filter_map(|h| match &h.choice {
+                Choice::Load { progs, target, .. } if h.feature == Feature::SyncFentry => {
+                    Some((h.name, progs.iter().map(|p| p.name).collect(), target.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(targets.len(), 6, "{targets:?}");
+        assert_eq!(targets[0], ("fentry:pread64", vec!["fentry_pread64", "fexit_pread64"], "__x64_sys_pread64".into()));
+        // An arm64 kernel's names.
+        k.symbols = k.symbols.iter().map(|s| s.replace("__x64_", "__arm64_")).collect();
+        let p = plan(&k, &top);
+        let h = p.hooks.iter().find(|h| h.name == "fentry:pread64").unwrap();
+        assert!(matches!(&h.choice, Choice::Load { target, .. } if target == "__arm64_sys_pread64"), "{h:?}");
+        // One call's function missing: the feature is off as a whole, naming it.
+        k.symbols.remove("__arm64_sys_pwrite64");
+        let s = plan(&k, &top).state(Feature::SyncFentry).clone();
+        assert!(!s.on && s.why.as_deref().unwrap().contains("__arm64_sys_pwrite64 is not in /proc/kallsyms"), "{s:?}");
+        k.symbols.insert("__arm64_sys_pwrite64".into());
+        // A trace and --sync-syscalls time every sync call through the syscall pair instead; the
+        // compat build has no exit hook to free a thread's state.
+        for o in [Options::default(), Options { top: true, sync_syscalls: true, ..Default::default() }] {
+            assert!(plan(&k, &o).state(Feature::SyncFentry).unused);
+        }
+        let s = plan(&k, &Options { force_compat: true, ..top }).state(Feature::SyncFentry).clone();
+        assert!(!s.on && s.why.as_deref().unwrap().contains("compat"), "{s:?}");
     }
 
     #[test]

@@ -43,9 +43,11 @@ pub fn load_per_plan<'obj, O: OpenSkel<'obj>>(
             let name = p.name().to_string_lossy().into_owned();
             let target = targets.get(name.as_str());
             p.set_autoload(target.is_some());
-            // A typed program serving a renamed tracepoint (dma_map_page for dma_map_phys).
-            if let Some(target) = target.filter(|_| p.section().to_string_lossy().starts_with("tp_btf/")) {
-                if !p.section().to_string_lossy().ends_with(&format!("/{target}")) {
+            // A typed program serving a renamed tracepoint (dma_map_page for dma_map_phys), and
+            // a function probe whose section names no function (the hook table's, per arch).
+            let sec = p.section().to_string_lossy().into_owned();
+            if let Some(target) = target.filter(|_| sec.starts_with("tp_btf/") || sec == "fentry" || sec == "fexit") {
+                if !sec.ends_with(&format!("/{target}")) {
                     p.set_attach_target(0, Some(target.clone()))
                         .with_context(|| format!("{name}: attach target {target}"))?;
                 }
@@ -100,8 +102,12 @@ pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> R
                 Via::Classic => prog.attach_tracepoint(TracepointCategory::Custom(group_of(h.name).into()), target),
                 _ => prog.attach(),
             };
-            // A kprobe pair: the second program is the return probe.
-            let name = if i == 0 { h.name.to_owned() } else { h.name.replacen("kprobe:", "kretprobe:", 1) };
+            // A kprobe or fentry pair: the second program is the return probe.
+            let name = if i == 0 {
+                h.name.to_owned()
+            } else {
+                h.name.replacen("kprobe:", "kretprobe:", 1).replacen("fentry:", "fexit:", 1)
+            };
             let via = prog.section().to_string_lossy().split('/').next().unwrap_or("").to_owned();
             match res {
                 Ok(l) => {
