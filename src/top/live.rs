@@ -295,15 +295,17 @@ impl Reader {
                 self.delete(&k);
             }
         }
-        let bpf = self
+        let infos: Vec<(String, libbpf_rs::libbpf_sys::bpf_prog_info)> = self
             .maps
             .progs
             .iter()
-            .filter_map(|(hook, fd)| {
-                let i = crate::probe::session::prog_info(*fd)?;
-                Some((hook.clone(), (i.run_cnt, i.run_time_ns)))
-            })
+            .filter_map(|(hook, fd)| Some((hook.clone(), crate::probe::session::prog_info(*fd)?)))
             .collect();
+        // A run the kernel skipped because another run of the same program was active on that
+        // CPU (a completion interrupting one): its event never reached BPF, an I/O it would
+        // have opened or closed is then counted elsewhere ("expired ...") or not at all.
+        lost.insert("recursion misses".into(), infos.iter().map(|(_, i)| i.recursion_misses).sum());
+        let bpf = infos.into_iter().map(|(hook, i)| (hook, (i.run_cnt, i.run_time_ns))).collect();
         Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf, cgroups }
     }
 }
