@@ -1180,6 +1180,15 @@ mod tests {
     const ALL_BPF: &[&str] = &[BPF_LOOP, BPF_TASK_BTF, BPF_RINGBUF, BPF_TASK_STORAGE, BPF_ATOMICS];
     const BLOCK: &[&str] = &["block:block_bio_queue", "block:block_rq_issue", "block:block_rq_complete"];
 
+    /// A kernel with every tracepoint of the table (under every name) and every BPF feature.
+    fn every_tracepoint() -> KernelFacts {
+        let every: Vec<String> = HOOKS
+            .iter()
+            .flat_map(|h| h.variants.iter().map(move |v| format!("{}:{}", h.group, v.tracepoint)))
+            .collect();
+        facts(&every.iter().map(String::as_str).collect::<Vec<_>>(), ALL_BPF)
+    }
+
     #[test]
     fn a_missing_optional_tracepoint_turns_its_feature_off_alone() {
         let k = facts(&[BLOCK, &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"]].concat(), ALL_BPF);
@@ -1193,11 +1202,7 @@ mod tests {
 
     #[test]
     fn always_on_attaches_block_io_and_io_uring_alone() {
-        let every: Vec<String> = HOOKS
-            .iter()
-            .flat_map(|h| h.variants.iter().map(move |v| format!("{}:{}", h.group, v.tracepoint)))
-            .collect();
-        let k = facts(&every.iter().map(String::as_str).collect::<Vec<_>>(), ALL_BPF);
+        let k = every_tracepoint();
         let loaded = |p: &Plan| -> Vec<&str> {
             let mut v: Vec<&str> =
                 p.hooks.iter().filter(|h| matches!(h.choice, Choice::Load { .. })).map(|h| h.name).collect();
@@ -1230,11 +1235,7 @@ mod tests {
 
     #[test]
     fn always_on_times_positional_sync_calls_by_fentry_where_it_attaches() {
-        let every: Vec<String> = HOOKS
-            .iter()
-            .flat_map(|h| h.variants.iter().map(move |v| format!("{}:{}", h.group, v.tracepoint)))
-            .collect();
-        let mut k = facts(&every.iter().map(String::as_str).collect::<Vec<_>>(), ALL_BPF);
+        let mut k = every_tracepoint();
         let top = Options { top: true, ..Default::default() };
         // This build host: fentry refused, said with the kernel's answer.
         let s = plan(&k, &top).state(Feature::SyncFentry).clone();
