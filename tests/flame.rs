@@ -80,15 +80,29 @@ fn oncpu_and_offcpu_graphs_of_the_generator() {
         // Off-CPU: where the worker sleeps waiting for completions, in ns, ending at __schedule.
         let off = read(&out.join("offcpu.folded"));
         let wait = if engine == "uring" { "io_cqring_wait_[k]" } else { "read_events_[k]" };
-        let waited = samples_with(&off, |fr| fr == wait);
-        // Of the time it slept for I/O: the start line, where workers wait 100 ms on a lock before
-        // their first I/O (loadgen::SETTLE), is a futex wait, not I/O.
-        let off_total: u64 = off
-            .lines()
-            .filter(|l| !l.contains("futex_wait"))
-            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-            .sum();
-        assert!(waited > 0 && waited * 2 >= off_total / 2, "{engine}: {waited} of {off_total} ns off-CPU in {wait}");
+        // Of the time the generator's worker slept for I/O. Not the start line, where workers wait
+        // 100 ms on a lock before their first I/O (loadgen::SETTLE): a futex wait, not I/O. Not the
+        // process's other threads either: io_uring's io-wq workers (iou-wrk-*) are threads of the
+        // process and idle off-CPU for seconds once started (an official CI host counted 6.5 s of
+        // off-CPU time in a 2 s run, of which the wait was 13%, with no way to tell whose it was).
+        let worker = |l: &&str| l.starts_with("iopath-w") && !l.contains("futex_wait");
+        let ns = |l: &str| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap();
+        let waited: u64 = off.lines().filter(worker).filter(|l| l.split(';').any(|fr| fr == wait)).map(ns).sum();
+        let off_total: u64 = off.lines().filter(worker).map(ns).sum();
+        let mut by_comm: std::collections::BTreeMap<&str, u64> = Default::default();
+        for l in off.lines() {
+            *by_comm.entry(l.split(';').next().unwrap()).or_default() += ns(l);
+        }
+        let mut top: Vec<&str> = off.lines().filter(worker).collect();
+        top.sort_by_key(|l| std::cmp::Reverse(ns(l)));
+        let tail = |l: &str| l.rsplit(';').take(6).collect::<Vec<_>>().join(" < ");
+        let seen = format!(
+            "{engine}: {waited} of {off_total} ns of the worker's off-CPU time in {wait}; \
+             off-CPU ns by thread: {by_comm:?}; the worker's longest: {:#?}",
+            top.iter().take(5).map(|l| tail(l)).collect::<Vec<_>>()
+        );
+        println!("{seen}");
+        assert!(waited > 0 && waited * 4 >= off_total, "{seen}");
         assert!(off.lines().all(|l| !l.contains("bpf_trace_run")), "{engine}: the tracer's own frames are trimmed");
     }
 }
