@@ -102,11 +102,9 @@ static __always_inline struct bio *bio_parent(struct bio *bio, __u64 end_io, boo
 
 /* The I/O a direct-I/O kiocb belongs to: the kiocb itself is the io_kiocb's first member for
  * io_uring; aio's sits at offset 0 of the aio_kiocb, whose user iocb and kioctx name it. */
-static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc,
-					     struct aio_kiocb **aio)
+static __always_inline __u64 io_key_of_kiocb_done(struct kiocb *iocb, __u64 done, __u32 *disc,
+						  struct aio_kiocb **aio)
 {
-	__u64 done = (__u64)BPF_CORE_READ(iocb, ki_complete);
-
 	if (done && done == targ_aio_complete) {
 		struct aio_kiocb *a = (void *)iocb;
 
@@ -115,6 +113,12 @@ static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc,
 		return BPF_CORE_READ(a, ki_res.obj);
 	}
 	return io_kiocb_of_kiocb(iocb);
+}
+
+static __always_inline __u64 io_key_of_kiocb(struct kiocb *iocb, __u32 *disc,
+					     struct aio_kiocb **aio)
+{
+	return io_key_of_kiocb_done(iocb, (__u64)BPF_CORE_READ(iocb, ki_complete), disc, aio);
 }
 
 /*
@@ -150,12 +154,16 @@ static __always_inline __u64 io_owner_of_bio(struct bio *bio, __u32 *disc, bool 
 	if (end_io == targ_iomap_end_io) {
 		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
 		struct kiocb *iocb = BPF_CORE_READ(dio, iocb);
+		__u64 done = (__u64)BPF_CORE_READ(iocb, ki_complete);
 
-		/* A freed dio's address is soon another's: its file position tells them apart. */
-		*inst = (__u64)dio ^ ((__u64)BPF_CORE_READ(iocb, ki_pos) << 20);
-		if (!BPF_CORE_READ(iocb, ki_complete))
+		/* A freed dio's address is soon another's: its file position tells them apart
+		 * (top's instances only: a probe read a trace's issue and completion need not pay).
+		 */
+		if (targ_top)
+			*inst = (__u64)dio ^ ((__u64)BPF_CORE_READ(iocb, ki_pos) << 20);
+		if (!done)
 			return (__u64)BPF_CORE_READ(dio, submit.waiter);
-		return io_key_of_kiocb(iocb, disc, aio);
+		return io_key_of_kiocb_done(iocb, done, disc, aio);
 	}
 	if (end_io == targ_blkdev_end_io_async) {
 		struct blkdev_dio *dio =
@@ -344,8 +352,9 @@ static __always_inline void bio_ended(struct io_slot *s, __u64 now)
  * releases bios from its dispatch work); one queued from its own process (the submitter, the SQ
  * thread, an io-wq worker) was not. */
 /* False when the bio belongs to no I/O followed (the caller says why). `claim`: an aio request
- * not claimed yet may be claimed here (--lean aio, a bio the traced process queued). */
-static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
+ * not claimed yet may be claimed here (--lean aio, a bio the traced process queued); `btf`: bio
+ * is a tp_btf program's BTF pointer (its own fields read with plain loads). */
+static __always_inline bool on_bio_queue(struct bio *bio, bool claim, bool btf)
 {
 	struct bio *root = NULL;
 	struct aio_kiocb *aio;
@@ -393,10 +402,10 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim)
 	/* The disk the application addressed (a stacked device's top, not its lower disks): for
 	 * top's rows and the events' device tracks only, a trace does not read it. */
 	if (targ_top || targ_events)
-		s->r.dev = bio_devt(bio);
+		s->r.dev = bio_devt(bio, btf);
 	if (targ_top)
-		s->cgroup = bio_io_cgroup(bio);
-	if (BPF_CORE_READ(bio, bi_opf) & 1)
+		s->cgroup = btf ? bio_io_cgroup_btf(bio) : bio_io_cgroup(bio);
+	if ((btf ? bio->bi_opf : BPF_CORE_READ(bio, bi_opf)) & 1)
 		s->r.mode |= RF_WRITE;
 	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != s->r.tgid &&
 	    (CURRENT_FLAGS() & PF_WQ_WORKER))

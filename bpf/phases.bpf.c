@@ -532,13 +532,13 @@ static __always_inline int on_uring_complete(struct io_kiocb *req)
 		return 0;
 	now = bpf_ktime_get_ns();
 	s = ios_find((__u64)req, 0);
-	/* The ring, for its looks (none in top / serve's default: they close at posting): a probe
-	 * read, a scalar (the tracepoint's BTF pointer allows no key arithmetic). */
-	ring = targ_claim_at_bio ? 0 : (__u64)BPF_CORE_READ(req, ctx);
+	/* The ring, for its looks (none under --lean, nor in top / serve's default: they close
+	 * at posting): a probe read, a scalar (the tracepoint's BTF pointer allows no key
+	 * arithmetic). */
+	ring = (targ_lean || targ_claim_at_bio) ? 0 : (__u64)BPF_CORE_READ(req, ctx);
 	if (!s) {
 		/* Not a followed I/O's CQE, yet a look: the head bounds the others. */
-		if (!targ_claim_at_bio)
-			ring_look(ring, now);
+		ring_look(ring, now);
 		return 0;
 	}
 	s->r.posted_ts = now;
@@ -1342,7 +1342,7 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 		bool mine = tgid_traced(bpf_get_current_pid_tgid() >> 32);
 
 		wb_bio_queue(bio, false);
-		if (!on_bio_queue(bio, mine) && mine)
+		if (!on_bio_queue(bio, mine, btf) && mine)
 			count(C_BIOS_UNTAGGED, 1);
 		return 0;
 	}
@@ -1374,7 +1374,7 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 		count(t->buffered == PC_SYNC ? C_SYNC_BIO_BYTES : C_PC_BIO_BYTES, size);
 	}
 queue:
-	if (on_bio_queue(bio, false) || !in_sys)
+	if (on_bio_queue(bio, false, btf) || !in_sys)
 		return 0;
 	/* The submitting call of io_uring requests on buffered files queues their readahead (or
 	 * writeback): pages of a file's cache, the page cache's I/O, not lost. */

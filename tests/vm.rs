@@ -271,9 +271,11 @@ fn compat_build_traces(dir: &Path) {
         // The phases add up to the generator's own mean latency. psync's phases start at the
         // syscall's entry and end at its exit: the transitions themselves are outside them, and
         // under TCG they cost several us (5.10 psync: 121.8 of 129.6 us, 94.0%; 6.1 94.9%, 7.x
-        // 96.8%; 98.5% on the build host). Where the sum falls short the report must say so.
+        // 96.8%; 98.5% on the build host), and how many depends on the host QEMU runs on: on a
+        // slower one 5.10 psync summed to 89.3%, 89.4% and, with the commit before, 89.8% (17-23
+        // us outside the phases of 166-218). Where the sum falls short the report must say so.
         let ratio = r["reconciliation"]["phase_sum_ratio"].as_f64().unwrap_or(0.0);
-        let low = if step == "psync" { 0.90 } else { 0.95 };
+        let low = if step == "psync" { 0.85 } else { 0.95 };
         assert!((low..=1.05).contains(&ratio), "{what}: phases sum to {ratio} of the generator's latency");
         let said = r["reconciliation"]["reconciled"].as_bool().unwrap();
         assert_eq!(said, (0.95..=1.05).contains(&ratio), "{what}: reconciled={said} at {ratio}");

@@ -56,7 +56,8 @@ struct Snapshot {
     cached: (u64, u64),
 }
 
-fn word(b: &[u8], i: usize) -> u64 {
+/// The i-th native-endian u64 of a map value's bytes (0 past its end).
+pub(crate) fn word(b: &[u8], i: usize) -> u64 {
     b.get(i * 8..i * 8 + 8).map_or(0, |w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])))
 }
 

@@ -411,14 +411,29 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     raw.bpf_build = plan.flavour.key().into();
     name_cgroups(&mut raw.writeback);
     let maps = got.into_raw(&mut raw);
-    if let Some(b) = phases.maps.bss_data.as_deref() {
-        raw.active_ns = b.last_reap_ts.saturating_sub(b.first_submit_ts);
-    }
+    raw.active_ns = active_span(&phases.maps.spans)?;
     if let Some(smp) = &sampler {
         raw.stacks = Some(smp.read(maps)?);
     }
     drop(links);
     Ok((result?, raw))
+}
+
+/// The traced I/O's active span: the earliest submission and the latest reap over the CPUs'
+/// `spans` (0: nothing closed).
+fn active_span(spans: &impl MapCore) -> Result<u64> {
+    let per_cpu = spans.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+    Ok(span_of(per_cpu.iter().map(|v| (super::series::word(v, 0), super::series::word(v, 1)))))
+}
+
+/// (first, last) per CPU -> last - first over the CPUs that closed anything.
+fn span_of(per_cpu: impl Iterator<Item = (u64, u64)>) -> u64 {
+    let (mut first, mut last) = (u64::MAX, 0);
+    for (f, l) in per_cpu.filter(|&(f, _)| f != 0) {
+        first = first.min(f);
+        last = last.max(l);
+    }
+    last.saturating_sub(first)
 }
 
 /// The kernel's record of a program: run count and time (when stats are on), and
@@ -537,4 +552,16 @@ fn read_raw(
         }
     }
     Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span_of;
+
+    #[test]
+    fn active_span_is_earliest_first_to_latest_last_over_cpus_that_closed() {
+        // CPU 1 closed nothing (0, 0): it must not pull the start to 0.
+        assert_eq!(span_of([(100, 900), (0, 0), (50, 700)].into_iter()), 850);
+        assert_eq!(span_of([(0, 0), (0, 0)].into_iter()), 0);
+    }
 }
