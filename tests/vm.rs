@@ -200,8 +200,18 @@ fn portability_doctor_and_four_phases() {
         // before the CQE's entry is reserved (6.1) the head's index differs by one from later
         // kernels: this is where a wrong guess would show.
         let (app, run) = (json(&dir.join("uring-app/report.json")), json(&dir.join("uring-app/run.json")));
+        // The traced I/O ends at the last look that still saw its CQE; the program took it up to
+        // the bound later (the report says so), and its own clock starts at its SQE's prep, before
+        // the syscall. So its own mean lies between the traced mean and that plus the mean bound,
+        // each with 5%: a head index guessed one off would move the end by a look, out of it.
+        // (Under TCG the program's own side grows with the host: on one host 6.1 read traced
+        // 270.9 us, own 290.1, bound 30.9 (-6.6%, outside a symmetric 5%); 6.12 333.2/345.0/18.1.)
         let (traced, own) = (app["lat_ns"]["mean"].as_f64().unwrap(), run["lat_ns"]["mean"].as_f64().unwrap());
-        assert!((traced / own - 1.0).abs() <= 0.05, "{kernel}: traced {traced} ns, the program's own {own} ns");
+        let bound = app["phases"]["cq_ring_bound"]["mean_ns"].as_f64().unwrap_or(0.0);
+        assert!(
+            own >= traced * 0.95 && own <= (traced + bound) * 1.05,
+            "{kernel}: traced {traced} ns (+ bound {bound}), the program's own {own} ns"
+        );
         assert!(app["correlated_fraction"].as_f64().unwrap() >= 0.99, "{kernel}: {}", app["correlated_fraction"]);
         assert!(app["phases"]["cq_ring_bound"]["count"].as_u64().unwrap_or(0) > 0, "{kernel}: no CQ ring bound");
         // Features the kernel refused are named in the report with a reason, never silent.
