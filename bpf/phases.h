@@ -218,6 +218,9 @@ enum counter {
 	/* io_uring's CQ ring (cq_ring.bpf.h) */
 	C_URING_ENTERS, /* io_uring_enter calls of the traced threads that submitted SQEs ... */
 	C_URING_SQES,	/* ... and the SQEs they submitted (the application's batching) */
+	C_DISORDERED_SPANS, /* phase spans that ended before they began (two CPUs' clock reads: a
+			     * CQE posted after the look that took it read its clock): not recorded,
+			     * never a wrapped u64 */
 	NR_COUNTERS,
 };
 

@@ -159,6 +159,11 @@ pub struct Lost {
     /// Followed I/Os whose timestamps were out of order: in no histogram.
     #[serde(default)]
     pub disordered: u64,
+    /// Phase spans (a CQ ring look's bound, a route's sub-phase) that ended before they began,
+    /// their two stamps read on two CPUs: in no histogram, never a wrapped value. Not I/Os: not
+    /// in `total`.
+    #[serde(default)]
+    pub disordered_spans: u64,
     pub total: u64,
 }
 
@@ -802,6 +807,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         recursion_misses: raw.probes.iter().map(|p| p.recursion_misses).sum(),
         ring_drops: raw.counter(Counter::RbDrops),
         disordered: raw.counter(Counter::Disordered),
+        disordered_spans: raw.counter(Counter::DisorderedSpans),
         total: 0,
     };
     lost.total = lost.untagged_bios

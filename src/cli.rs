@@ -498,7 +498,8 @@ pub struct JobCommon {
     /// Stop after this many I/Os in total (shared by the job threads).
     #[arg(long)]
     pub ios: Option<u64>,
-    /// Allow writes to --device (destroys its data).
+    /// Allow a write job on a --device, or on an existing --file iopath did not create (destroys
+    /// its data; never a mounted device or a loop device's backing file).
     #[arg(long)]
     pub allow_write: bool,
     /// Pin worker threads to these CPUs, round-robin (0-3,6).

@@ -49,6 +49,14 @@ pub fn crc32c(data: &[u8]) -> u32 {
     !data.iter().fold(!0u32, |c, &b| TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8))
 }
 
+/// Whole records inside the first `bytes` of an events/3 file (full blocks only): what a write
+/// that failed part-way had put on the disk.
+pub fn records_within(bytes: u64) -> u64 {
+    let head = (HEADER.len() + 12) as u64;
+    let block = (BLOCK_HEAD + BLOCK_RECORDS * RECORD_SIZE) as u64;
+    bytes.saturating_sub(head) / block * BLOCK_RECORDS as u64
+}
+
 /// Writes an events/3 file: the header now, the records in checksummed blocks, the last block at
 /// `finish`. `now` is the probes' clock (CLOCK_MONOTONIC, bpf_ktime_get_ns).
 pub struct BlockWriter<W: Write> {
@@ -100,10 +108,16 @@ impl<W: Write> BlockWriter<W> {
     }
 
     /// Writes the last block and flushes; the writer back.
-    pub fn finish(mut self) -> io::Result<W> {
-        self.flush_block()?;
-        self.w.flush()?;
-        Ok(self.w)
+    pub fn finish(self) -> io::Result<W> {
+        let (w, r) = self.finish_keep();
+        r.map(|()| w)
+    }
+
+    /// `finish` that hands the writer back even when the last block could not be written (how
+    /// much of the file reached the disk is then the writer's to say).
+    pub fn finish_keep(mut self) -> (W, io::Result<()>) {
+        let r = self.flush_block().and_then(|()| self.w.flush());
+        (self.w, r)
     }
 }
 /// The first format: the same fields without `dev` and `bytes`.
@@ -283,7 +297,15 @@ impl<R: Read> Records<R> {
     /// Checks the header; an error names the file's problem and how to get a good one.
     pub fn new(mut r: R) -> Result<Records<R>> {
         let mut head = vec![0u8; HEADER.len()];
-        r.read_exact(&mut head).context("reading the events header")?;
+        if let Err(e) = r.read_exact(&mut head) {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                bail!(
+                    "the events file is empty or shorter than its header: not an iopath events file, or one cut \
+                     short; write a new one with 'iopath trace --events-out FILE'"
+                );
+            }
+            return Err(e).context("reading the events header");
+        }
         let (size, checked) = if head == HEADER {
             (RECORD_SIZE, true)
         } else if head == HEADER_V2 {

@@ -30,6 +30,8 @@ pub fn check_readable(path: &Path, what: &str) -> Result<()> {
     if t.is_dir() {
         bail!("{}: a folder, not {what}: give the file", path.display());
     }
+    // What iopath reads, no output of this run may replace (output::protect).
+    crate::output::protect(path, &format!("an input ({what})"));
     Ok(())
 }
 

@@ -24,4 +24,5 @@ pub mod sysconf;
 pub mod timeseries;
 pub mod top;
 pub mod trace;
+pub mod untrusted;
 pub mod watchdog;

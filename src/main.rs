@@ -28,7 +28,18 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     iopath::probe::log::init(cli.verbose);
-    iopath::stop::on_signals();
+    // A stop request (a partial report) where one makes sense; elsewhere a signal ends the
+    // command at once, temporary files removed (iopath::stop).
+    let graceful = match &cli.cmd {
+        Command::Run(_) | Command::Trace(_) | Command::Sweep(_) | Command::Top(_) | Command::Serve(_) => true,
+        Command::Flamegraph(a) => a.perf_script.is_none() && a.diff.is_none(),
+        _ => false,
+    };
+    if graceful {
+        iopath::stop::on_signals();
+    } else {
+        iopath::stop::on_signals_exit();
+    }
     let res = match cli.cmd {
         Command::Run(a) => run(a),
         Command::Trace(a) => trace_cmd(a, cli.verbose),
@@ -129,7 +140,7 @@ fn ending(rep: &report::Report, generator: bool) -> Result<ExitCode> {
     }
     if generator && rep.ios == 0 {
         anyhow::bail!(
-            "the job completed no I/O in {:.3} ms: nothing was measured (a --runtime shorter than one I/O, or a              target that returned nothing); give a longer --runtime or --ios",
+            "the job completed no I/O in {:.3} ms: nothing was measured (a --runtime shorter than one I/O, or a target that returned nothing); give a longer --runtime or --ios",
             rep.runtime_ns as f64 / 1e6
         );
     }
@@ -276,6 +287,9 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(e) = flame_err {
         return Err(e.context("the report is written, its flamegraphs are not"));
     }
+    if !rep.output_errors.is_empty() {
+        anyhow::bail!("the report is written; {}", rep.output_errors.join("; "));
+    }
     if let Some(e) = iopath::trace::command_failed(&rep) {
         return Err(e);
     }
@@ -291,6 +305,11 @@ fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(input) = &a.perf_script {
         let dir = out("perf");
         check_and_say(None, Some(&dir))?;
+        let outs = [dir.join("perf.folded"), dir.join("perf.svg")];
+        iopath::output::check_outputs_and_say(
+            &[("--out", outs[0].as_path()), ("--out", outs[1].as_path())],
+            &[(input.as_path(), "the --perf-script input")],
+        )?;
         let (g, samples) = iopath::flame::write_from_perf(input, &dir)?;
         print(|w| {
             writeln!(
@@ -307,6 +326,13 @@ fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
     if let Some(files) = &a.diff {
         let dir = out("diff");
         check_and_say(None, Some(&dir))?;
+        // Its inputs are what its outputs must never replace (`--out` the folder of an input
+        // had overwritten diff.folded with the difference of itself).
+        let outs = [dir.join("diff.folded"), dir.join("diff.svg")];
+        iopath::output::check_outputs_and_say(
+            &[("--out", outs[0].as_path()), ("--out", outs[1].as_path())],
+            &[(files[0].as_path(), "the 'before' input"), (files[1].as_path(), "the 'after' input")],
+        )?;
         let (folded, svg) = iopath::flame::write_diff(&files[0], &files[1], &dir)?;
         print(|w| {
             writeln!(w, "differential flamegraph (red grew, blue shrank): {} and {}", folded.display(), svg.display())

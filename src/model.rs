@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 55;
-pub const NR_COUNTERS: usize = 68;
+pub const NR_COUNTERS: usize = 69;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
@@ -206,6 +206,7 @@ pub enum Counter {
     UserUnreadable,
     UringEnters,
     UringSqes,
+    DisorderedSpans,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -325,6 +326,17 @@ pub struct FeatureOff {
     pub why: String,
 }
 
+/// A file of this process's with no name (a TempFile's `into_scratch`), shared by the clones of
+/// a trace; two are equal whatever they hold (it is no measurement).
+#[derive(Clone, Debug)]
+pub struct Scratch(pub std::sync::Arc<std::fs::File>);
+
+impl PartialEq for Scratch {
+    fn eq(&self, _: &Scratch) -> bool {
+        true
+    }
+}
+
 /// Everything the probes measured in one session.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawTrace {
@@ -357,6 +369,9 @@ pub struct RawTrace {
     /// kept; None when every record received was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_file_error: Option<String>,
+    /// --perfetto without --events-out: the records, in a file with no name left.
+    #[serde(skip)]
+    pub events_scratch: Option<Scratch>,
     /// First traced submission to last traced reap, in ns (0 when nothing was reaped).
     #[serde(default)]
     pub active_ns: u64,

@@ -113,7 +113,7 @@ pub fn check_outputs(outs: &[(&str, &Path)], protected: &[(&Path, &str)]) -> Res
             let t = m.file_type();
             if t.is_block_device() || t.is_char_device() {
                 bail!(
-                    "{flag} {shown}: a {} device: iopath never writes onto a device (it would overwrite what is                      there); give a file name",
+                    "{flag} {shown}: a {} device: iopath never writes onto a device (it would overwrite what is there); give a file name",
                     if t.is_block_device() { "block" } else { "character" }
                 );
             }
@@ -130,12 +130,14 @@ pub fn check_outputs(outs: &[(&str, &Path)], protected: &[(&Path, &str)]) -> Res
         if let Some((other, _)) = outs.iter().find(|&&(f, q)| f != flag && q == p && !is_stream(q)) {
             bail!("{flag} {shown}: {other} writes the same file; give each its own");
         }
-        // --json's folder may be the --out folder the run makes: `check` judges it.
+        // --json's folder may be the --out folder the run makes, and --out's files are in it:
+        // `check` judges that folder.
         let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if flag != "--json" && !parent.is_dir() {
+        let in_made_folder = flag == "--json" || flag == "--out";
+        if !in_made_folder && !parent.is_dir() {
             bail!("{flag} {shown}: the folder {} does not exist: create it first", parent.display());
         }
-        if flag != "--json" && !writable(if p.exists() { p } else { parent }) {
+        if !in_made_folder && !writable(if p.exists() { p } else { parent }) {
             bail!("{flag} {shown}: not writable by this user (or read-only): pick another place");
         }
         if p.exists() {
@@ -161,16 +163,265 @@ pub fn check_and_say(json: Option<&Path>, dir: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// The temporary name a file is written under before it is renamed into place: in its own
-/// folder (a rename never crosses file systems), hidden, this process's.
-pub fn temp_name(path: &Path) -> std::path::PathBuf {
-    let name = path.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.iopath-{}.tmp", std::process::id()))
+/// What every temporary file of iopath's is named: `.<name>.iopath-<pid>-<random>.tmp` in the
+/// final file's own folder (a rename never crosses file systems). The random part makes the name
+/// unguessable (a user who can write a shared folder cannot plant a symlink at it first), the pid
+/// lets a later run tell one a SIGKILLed run left (its pid gone) from one being written now.
+fn temp_name_for(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut r = [0u8; 8];
+    // SAFETY: getrandom fills the buffer it is given; a short read leaves zeros, and O_EXCL
+    // still refuses a name that exists.
+    unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
+    let mut n = std::ffi::OsString::from(".");
+    n.push(name);
+    n.push(format!(".iopath-{}-{:016x}.tmp", std::process::id(), u64::from_ne_bytes(r)));
+    n
+}
+
+/// Whether `entry` is a temporary file a run of iopath that is gone left for `name`: its pid
+/// part names no live process. Only a regular file of this user with one link is removed (a
+/// planted symlink or someone else's file is never touched).
+fn stale_temp(name: &str, entry: &str) -> Option<u32> {
+    let rest = entry.strip_prefix('.')?.strip_prefix(name)?.strip_prefix(".iopath-")?.strip_suffix(".tmp")?;
+    let (pid, rand) = rest.split_once('-')?;
+    (rand.len() == 16 && rand.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())?;
+    let pid: u32 = pid.parse().ok()?;
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let gone = unsafe { libc::kill(pid as i32, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    gone.then_some(pid)
+}
+
+fn cstr(p: &std::ffi::OsStr) -> std::io::Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_encoded_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The live temporary files, for the signal handler of commands that do not stop gracefully
+/// (`stop::on_signals`): it unlinks each, then dies of the signal. Slots hold leaked C strings
+/// (never freed: a handler may be reading one), so a slot is a pointer an atomic swap clears.
+const LIVE_SLOTS: usize = 64;
+static LIVE: [std::sync::atomic::AtomicPtr<libc::c_char>; LIVE_SLOTS] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; LIVE_SLOTS];
+
+fn register_live(path: &Path) -> Option<usize> {
+    use std::sync::atomic::Ordering;
+    let c = cstr(path.as_os_str()).ok()?.into_raw();
+    for (i, slot) in LIVE.iter().enumerate() {
+        if slot.compare_exchange(std::ptr::null_mut(), c, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            return Some(i);
+        }
+    }
+    // More than LIVE_SLOTS at once: Drop still removes it; only a signal could leave it.
+    // SAFETY: c came from into_raw above and was never shared.
+    drop(unsafe { std::ffi::CString::from_raw(c) });
+    None
+}
+
+fn unregister_live(slot: Option<usize>) {
+    if let Some(i) = slot {
+        // Leaked on purpose (see LIVE): a few bytes per file a run writes.
+        LIVE[i].store(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Unlinks every live temporary file. Async-signal-safe: atomic loads and unlink(2) only.
+pub fn remove_live_temps() {
+    for slot in &LIVE {
+        let p = slot.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: a NUL-terminated string leaked by register_live, never freed.
+            unsafe { libc::unlink(p) };
+        }
+    }
+}
+
+/// Inputs and targets of this run, by (device, inode): no output may replace one, whatever
+/// name it is reached by (`protect`, checked again at every rename).
+static PROTECTED: std::sync::Mutex<Vec<(u64, u64, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Marks `path` (an input read, the job's target) as what no output of this run may replace.
+pub fn protect(path: &Path, what: &str) {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_file() {
+            PROTECTED.lock().unwrap_or_else(|e| e.into_inner()).push((m.dev(), m.ino(), what.to_owned()));
+        }
+    }
+}
+
+fn protected_as(m: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let list = PROTECTED.lock().unwrap_or_else(|e| e.into_inner());
+    list.iter().find(|(d, i, _)| *d == m.dev() && *i == m.ino()).map(|(_, _, w)| w.clone())
+}
+
+/// An I/O error said for a person: a full disk or quota by name.
+pub fn why(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => format!("{e} (ENOSPC: the file system is full)"),
+        Some(libc::EDQUOT) => format!("{e} (EDQUOT: this user's disk quota is used up)"),
+        _ => e.to_string(),
+    }
+}
+
+/// A file being written for `dest`: created with O_CREAT|O_EXCL|O_NOFOLLOW under an unguessable
+/// name in `dest`'s folder (held open, so a folder renamed meanwhile still gets it), renamed
+/// over `dest` by `persist`. Dropped without `persist` (an error, a stop), it is removed; a
+/// SIGKILL leaves it under a name the next run that writes there removes (`stale_temp`).
+pub struct TempFile {
+    dir: std::fs::File,
+    tmp: std::ffi::OsString,
+    name: std::ffi::OsString,
+    dest: std::path::PathBuf,
+    file: Option<std::fs::File>,
+    slot: Option<usize>,
+    /// Bytes the kernel took (written to the file), for a failure's message.
+    pub written: u64,
+}
+
+impl TempFile {
+    pub fn create(dest: &Path) -> Result<TempFile> {
+        Self::create_io(dest).with_context(|| format!("creating a temporary file for {}", dest.display()))
+    }
+
+    fn create_io(dest: &Path) -> std::io::Result<TempFile> {
+        use std::os::unix::io::{AsRawFd, FromRawFd};
+        let name = dest.file_name().ok_or_else(|| std::io::Error::from_raw_os_error(libc::EISDIR))?.to_os_string();
+        let parent = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // SAFETY: open of a NUL-terminated path; the fd is owned by the File made from it.
+        let dfd = unsafe { libc::open(cstr(parent.as_os_str())?.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) };
+        if dfd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: dfd is a fresh descriptor of ours.
+        let dir = unsafe { std::fs::File::from_raw_fd(dfd) };
+        remove_stale(&dir, parent, &name.to_string_lossy());
+        for _ in 0..16 {
+            let tmp = temp_name_for(&name);
+            let c = cstr(&tmp)?;
+            // SAFETY: openat with a NUL-terminated name relative to our folder fd.
+            let fd = unsafe {
+                libc::openat(
+                    dir.as_raw_fd(),
+                    c.as_ptr(),
+                    // Read and write: a scratch file (`into_scratch`) is read back.
+                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    0o666 as libc::c_uint,
+                )
+            };
+            if fd < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EEXIST) {
+                    continue;
+                }
+                return Err(e);
+            }
+            // SAFETY: fd is a fresh descriptor of ours.
+            let file = unsafe { std::fs::File::from_raw_fd(fd) };
+            let slot = register_live(&parent.join(&tmp));
+            return Ok(TempFile { dir, tmp, name, dest: dest.to_path_buf(), file: Some(file), slot, written: 0 });
+        }
+        Err(std::io::Error::from_raw_os_error(libc::EEXIST))
+    }
+
+    pub fn file(&mut self) -> &mut std::fs::File {
+        self.file.as_mut().expect("a TempFile's file until persist")
+    }
+
+    /// Flushed to the disk and renamed over the destination, which keeps its mode and owner
+    /// when it existed; refused when the destination is an input or the target of this run.
+    pub fn persist(mut self) -> Result<()> {
+        self.persist_io().with_context(|| format!("writing {}", self.dest.display()))
+    }
+
+    fn persist_io(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        use std::os::unix::io::AsRawFd;
+        let file = self.file.take().expect("persist once");
+        file.sync_data()?;
+        if let Ok(m) = std::fs::symlink_metadata(&self.dest) {
+            if let Some(what) = protected_as(&m) {
+                return Err(std::io::Error::other(format!("that is {what}: iopath never writes over it")));
+            }
+            if m.is_file() {
+                file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+                // SAFETY: fchown on our own descriptor; refused (not root) leaves the owner as is.
+                unsafe { libc::fchown(file.as_raw_fd(), m.uid(), m.gid()) };
+            }
+        }
+        let (from, to) = (cstr(&self.tmp)?, cstr(&self.name)?);
+        let fd = self.dir.as_raw_fd();
+        // SAFETY: renameat within one folder fd, NUL-terminated names.
+        if unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        unregister_live(self.slot.take());
+        Ok(())
+    }
+
+    /// The file, its name removed now: scratch space read back by this process only (the
+    /// events a --perfetto trace converts), gone with its last descriptor.
+    pub fn into_scratch(mut self) -> std::fs::File {
+        let file = self.file.take().expect("a TempFile's file");
+        self.unlink();
+        file
+    }
+
+    fn unlink(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        if let Ok(c) = cstr(&self.tmp) {
+            // SAFETY: unlinkat of our own temporary name in our folder fd.
+            unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) };
+        }
+        unregister_live(self.slot.take());
+    }
+}
+
+impl std::io::Write for TempFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file().write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file().flush()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.file.is_some() || self.slot.is_some() {
+            self.file = None;
+            self.unlink();
+        }
+    }
+}
+
+/// Removes what runs of iopath killed before they could (SIGKILL) left for `name` in `dir`.
+fn remove_stale(dir: &std::fs::File, dir_path: &Path, name: &str) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for e in std::fs::read_dir(dir_path).into_iter().flatten().flatten() {
+        let entry = e.file_name();
+        let Some(entry) = entry.to_str() else { continue };
+        if stale_temp(name, entry).is_none() {
+            continue;
+        }
+        // symlink_metadata: a planted link is seen as a link, never followed.
+        let Ok(m) = e.metadata() else { continue };
+        if m.file_type().is_file() && m.uid() == me && m.nlink() == 1 {
+            if let Ok(c) = std::ffi::CString::new(entry) {
+                // SAFETY: unlinkat of a name in our folder fd.
+                unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
+            }
+        }
+    }
 }
 
 /// Writes a file, naming it in any error; its folder is made when missing (checked by `check`).
-/// Written to a temporary name and renamed: a full disk or a kill leaves the old file or none,
-/// never a partial or empty one.
+/// Written to an exclusive temporary file and renamed (`TempFile`): a full disk or a kill leaves
+/// the old file or none, never a partial or empty one, and never writes through a planted link.
 pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -178,15 +429,15 @@ pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     if is_stream(path) {
         return std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()));
     }
-    let tmp = temp_name(path);
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes.as_ref()).and_then(|()| f.sync_data()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
-    }
-    Ok(())
+    let mut t = TempFile::create(path)?;
+    t.write_all(bytes.as_ref()).map_err(|e| anyhow::anyhow!("writing {}: {}", path.display(), why(&e)))?;
+    t.persist().map_err(|e| {
+        let io = e.downcast_ref::<std::io::Error>().map(why);
+        match io {
+            Some(w) => anyhow::anyhow!("writing {}: {w}", path.display()),
+            None => e,
+        }
+    })
 }
 
 /// Renders into memory, then prints: a full or broken stdout is an error naming stdout.

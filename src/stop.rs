@@ -42,6 +42,30 @@ pub fn signal() -> Option<i32> {
     }
 }
 
+extern "C" fn on_signal_exit(sig: libc::c_int) {
+    // Async-signal-safe only: unlink(2) of the live temporary files, then the default action.
+    crate::output::remove_live_temps();
+    // SAFETY: signal and raise are async-signal-safe.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// For the commands that have no partial result to give (compare, report, study, flamegraph
+/// --diff, doctor...): SIGINT/SIGTERM/SIGHUP end them at once with the signal's own status (a
+/// shell's 130, 143), even inside a blocking open of a FIFO with no writer (the stop request's
+/// handler had let the open restart forever), after removing any temporary file they were
+/// writing.
+pub fn on_signals_exit() {
+    INSTALL.call_once(|| {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler is async-signal-safe (see on_signal_exit).
+            unsafe { libc::signal(sig, on_signal_exit as *const () as libc::sighandler_t) };
+        }
+    });
+}
+
 /// Requests the stop from inside (a long-running command's loop ended: its helpers follow).
 pub fn request() {
     STOP.store(true, Ordering::Relaxed);

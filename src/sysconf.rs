@@ -591,7 +591,9 @@ pub fn io_cgroup_dirs(roots: &SysRoots) -> std::collections::HashMap<u64, String
         }
         let Ok(m) = fs::metadata(&d) else { continue };
         let Ok(rel) = d.strip_prefix(&root) else { continue };
-        out.insert(m.ino(), format!("/{}", rel.to_string_lossy()));
+        // A cgroup's name is its creator's choice (tabs, newlines, quotes): made visible here,
+        // escaped again by each sink.
+        out.insert(m.ino(), crate::untrusted::visible(&format!("/{}", rel.to_string_lossy())).into_owned());
         for e in fs::read_dir(&d).into_iter().flatten().flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(e.path());

@@ -57,34 +57,61 @@ impl TraceFlags {
         self.events || self.events_out.is_some() || self.perfetto.is_some()
     }
 
-    /// Where the records go: --events-out, else next to the Perfetto file for the conversion.
-    fn events_file(&self) -> Option<std::path::PathBuf> {
-        self.events_out.clone().or_else(|| self.perfetto.as_ref().map(|p| p.with_extension("events.tmp")))
+    /// Where the records go: --events-out, else a nameless file beside the Perfetto file for the
+    /// conversion (never a name of the user's: `X.events.tmp` had been deleted, whatever it was).
+    fn events_file(&self) -> Option<crate::probe::session::EventsOut> {
+        use crate::probe::session::EventsOut;
+        match (&self.events_out, &self.perfetto) {
+            (Some(p), _) => Some(EventsOut::File(p.clone())),
+            (None, Some(p)) => Some(EventsOut::Scratch(p.clone())),
+            (None, None) => None,
+        }
     }
 }
 
-fn perfetto_file(flags: &TraceFlags, raw: &RawTrace, irqs: &[u32]) -> Result<Option<crate::report::PerfettoFile>> {
-    Ok(write_perfetto(flags, raw, irqs)?.map(|w| crate::report::PerfettoFile {
-        path: flags.perfetto.clone().unwrap_or_default(),
-        ios: w.ios,
-        skipped: w.skipped,
-        irqs: w.irqs,
-        tracks: w.tracks,
-        irqs_dropped: raw.irq_stamps_dropped,
-    }))
+/// `--perfetto`'s file into the report; one that could not be written is a warning in the
+/// report and an error after it (`Report::output_errors`): the report is never lost for it.
+fn perfetto_into(rep: &mut Report, flags: &TraceFlags, raw: &RawTrace, irqs: &[u32]) {
+    if let Some(e) = &raw.events_file_error {
+        // Says which output it cost (--events-out, or --perfetto's events): once.
+        rep.warnings.push(e.clone());
+        rep.output_errors.push(e.clone());
+        if flags.events_out.is_some() && flags.perfetto.is_some() {
+            let e = "--perfetto not written: its events (--events-out) were not kept".to_owned();
+            rep.warnings.push(e.clone());
+            rep.output_errors.push(e);
+        }
+        return;
+    }
+    match write_perfetto(flags, raw, irqs) {
+        Ok(w) => {
+            rep.perfetto = w.map(|w| crate::report::PerfettoFile {
+                path: flags.perfetto.clone().unwrap_or_default(),
+                ios: w.ios,
+                skipped: w.skipped,
+                irqs: w.irqs,
+                tracks: w.tracks,
+                irqs_dropped: raw.irq_stamps_dropped,
+            })
+        }
+        Err(e) => {
+            let e = format!("--perfetto not written: {e:#}");
+            rep.warnings.push(e.clone());
+            rep.output_errors.push(e);
+        }
+    }
 }
 
-/// `--perfetto`: the events file and the stamps as a Perfetto trace; the temporary events file
-/// (no --events-out) is removed.
+/// `--perfetto`: the events (the --events-out file, or the nameless scratch file) and the
+/// stamps as a Perfetto trace.
 pub fn write_perfetto(
     flags: &TraceFlags,
     raw: &crate::model::RawTrace,
     irqs: &[u32],
 ) -> Result<Option<crate::perfetto::Written>> {
-    let (Some(out), Some(events)) = (&flags.perfetto, flags.events_file()) else { return Ok(None) };
+    let Some(out) = &flags.perfetto else { return Ok(None) };
     let roots = SysRoots::live();
-    let read = || -> Result<Vec<crate::events::IoRecord>> {
-        let f = std::fs::File::open(&events).with_context(|| format!("reading {}", events.display()))?;
+    let read = |f: &std::fs::File| -> Result<Vec<crate::events::IoRecord>> {
         let mut rs = crate::events::Records::new(std::io::BufReader::new(f))?;
         let mut v = Vec::new();
         while let Some(r) = rs.next_record()? {
@@ -92,16 +119,21 @@ pub fn write_perfetto(
         }
         Ok(v)
     };
-    let records = read();
-    if flags.events_out.is_none() {
-        let _ = std::fs::remove_file(&events);
-    }
-    let records = records?;
+    let records = match (&flags.events_out, &raw.events_scratch) {
+        (Some(p), _) => {
+            let f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+            read(&f).with_context(|| format!("reading {}", p.display()))?
+        }
+        (None, Some(s)) => read(&s.0).context("reading back the trace's events")?,
+        (None, None) => bail!("the trace kept no events to convert"),
+    };
     let mut names = crate::perfetto::Names { devs: sysconf::dev_names(&roots), ..Default::default() };
     for r in &records {
         names.procs.entry(r.tgid).or_insert_with(|| {
-            std::fs::read_to_string(roots.proc.join(format!("{}/comm", r.tgid)))
-                .map_or_else(|_| format!("pid {}", r.tgid), |c| format!("{} {}", c.trim(), r.tgid))
+            std::fs::read_to_string(roots.proc.join(format!("{}/comm", r.tgid))).map_or_else(
+                |_| format!("pid {}", r.tgid),
+                |c| format!("{} {}", crate::untrusted::visible(c.trim_end_matches('\n')), r.tgid),
+            )
         });
     }
     for (irq, name) in irqs.iter().zip(sysconf::irq_names(&roots, irqs)) {
@@ -201,8 +233,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     if let (Some(ts), Some(rs)) = (rep.timeseries.as_mut(), &raw.series) {
         crate::timeseries::with_trace(ts, rs, !raw.lean);
     }
-    rep.warnings.extend(raw.events_file_error.clone());
-    rep.perfetto = perfetto_file(flags, &raw, &irq_list)?;
+    perfetto_into(&mut rep, flags, &raw, &irq_list);
     Ok((rep, raw))
 }
 
@@ -263,8 +294,11 @@ fn tree_cpu(pid: u32) -> Option<(u64, u64)> {
     Some(descendants(pid).into_iter().filter_map(with_reaped).fold(own, |a, c| (a.0 + c.0, a.1 + c.1)))
 }
 
+/// What `ps` would call the process: its command line, else (a kernel thread, or a process
+/// that has exited: no cmdline) its comm in brackets, else its pid; control characters spelled
+/// out (`untrusted::visible`), as for every name iopath did not write.
 fn command_line(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
+    let args = std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
                 .filter(|a| !a.is_empty())
@@ -272,7 +306,16 @@ fn command_line(pid: u32) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if !args.is_empty() {
+        return crate::untrusted::visible(&args).into_owned();
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(c) if !c.trim_end_matches('\n').is_empty() => {
+            format!("[{}]", crate::untrusted::visible(c.trim_end_matches('\n')))
+        }
+        _ => format!("pid {pid} (its name unknown: it had exited)"),
+    }
 }
 
 /// A command interrupted (--duration, Ctrl-C) that has not exited after this long is killed.
@@ -336,6 +379,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                     Ok(())
                 });
             }
+            crate::watchdog::become_subreaper();
             let child = cmd.spawn().with_context(|| format!("cannot start '{}'", argv[0]))?;
             // SAFETY: closing our copy of the read end.
             unsafe { libc::close(rd) };
@@ -474,16 +518,13 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         }
         Ok(())
     });
-    let ((), raw) = match traced {
-        Ok(v) => v,
-        Err(e) => {
-            if gate.is_some() {
-                // SAFETY: the command must not outlive a failed trace.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-            return Err(e);
-        }
+    // However the trace ended (the command's exit, --duration, a signal, an error), what the
+    // command left running ends with it, as a SIGKILL of iopath ends it through the watchdog.
+    let left_running = match &what {
+        External::Command(_) => crate::watchdog::end_children(&watchdog.iter().map(|w| w.pid()).collect::<Vec<_>>()),
+        External::Pid(_) => 0,
     };
+    let ((), raw) = traced?;
     let elapsed = loadgen::now_ns() - start;
     // The command was waited for (or the trace failed above, and the watchdog ends it).
     if let Some(w) = watchdog {
@@ -496,7 +537,6 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         }
         External::Command(_) => child_cpu,
     };
-    warnings.extend(raw.events_file_error.clone());
     if exited_early {
         warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
     }
@@ -504,6 +544,12 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         warnings.push(format!(
             "traced for {:.1} s, until Ctrl-C; process {pid} was left running, untouched",
             elapsed as f64 / 1e9
+        ));
+    }
+    if left_running > 0 {
+        warnings.push(format!(
+            "the command's tree still had {left_running} process(es) running when the trace ended: iopath killed them, \
+             as every end of a traced command does (they are not in the report past that point)"
         ));
     }
     if let (true, Some(d)) = (timed_out, duration) {
@@ -517,7 +563,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         });
     }
     let command = match &what {
-        External::Command(argv) => argv.join(" "),
+        External::Command(argv) => crate::untrusted::visible(&argv.join(" ")).into_owned(),
         External::Pid(_) => command_line(pid),
     };
     use crate::model::Phase;
@@ -559,7 +605,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     )
     .with_trace(summary, irq_names);
     rep.config.cgroup = cgroup;
-    rep.perfetto = perfetto_file(flags, &raw, &irq_list)?;
+    perfetto_into(&mut rep, flags, &raw, &irq_list);
     Ok((rep, raw))
 }
 

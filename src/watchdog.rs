@@ -49,6 +49,11 @@ impl Watchdog {
         Ok(Watchdog { pipe, child })
     }
 
+    /// The watchdog's own pid (not part of the traced tree).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// iopath ends normally (it ended the command itself): the watchdog leaves.
     pub fn done(mut self) {
         use std::io::Write;
@@ -81,8 +86,19 @@ pub fn run(pid: u32, start: u64) -> usize {
     if done || start_and_parent(pid).map(|(s, _)| s) != Some(start) {
         return 0;
     }
-    // Stop the tree until no new process appears, then kill it all.
-    let mut tree = vec![pid];
+    kill_tree(vec![pid])
+}
+
+/// Stops the trees under `roots` until no new process appears (SIGSTOP: nothing forks while it
+/// looks), then kills every process in them. Returns the pids killed.
+pub fn kill_tree(roots: Vec<u32>) -> usize {
+    kill_tree_pids(roots).len()
+}
+
+fn kill_tree_pids(mut tree: Vec<u32>) -> Vec<u32> {
+    if tree.is_empty() {
+        return tree;
+    }
     loop {
         let mut grew = false;
         for p in tree.clone() {
@@ -103,7 +119,32 @@ pub fn run(pid: u32, start: u64) -> usize {
         // SAFETY: as above.
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }
-    tree.len()
+    tree
+}
+
+/// Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER): a traced
+/// command's children that outlive it come to iopath, not to pid 1, so `end_children` still
+/// finds them (a child ignoring SIGTERM had kept running under pid 1 after `--duration`).
+pub fn become_subreaper() {
+    // SAFETY: prctl with an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) };
+}
+
+/// Ends every process below this one but `keep` (the watchdog) — the traced command's whole
+/// tree, whatever way the trace ended — and reaps those that were its children. Returns how many
+/// were killed.
+pub fn end_children(keep: &[u32]) -> usize {
+    let me = std::process::id();
+    let roots: Vec<u32> = children_of(&[me]).into_iter().filter(|p| !keep.contains(p)).collect();
+    let killed = kill_tree_pids(roots);
+    for &p in &killed {
+        if start_and_parent(p).is_some_and(|(_, pp)| pp == me) {
+            let mut st = 0;
+            // SAFETY: reaping our own child, just SIGKILLed.
+            unsafe { libc::waitpid(p as i32, &mut st, 0) };
+        }
+    }
+    killed.len()
 }
 
 /// Every process whose parent is in `of`.

@@ -185,7 +185,7 @@ pub fn write_diff(before: &Path, after: &Path, dir: &Path) -> Result<(PathBuf, P
         },
     )?;
     let svg_path = dir.join("diff.svg");
-    std::fs::write(&svg_path, svg).with_context(|| format!("writing {}", svg_path.display()))?;
+    crate::output::write_file(&svg_path, svg)?;
     Ok((folded, svg_path))
 }
 

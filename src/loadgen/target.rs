@@ -38,15 +38,21 @@ pub struct Prepared {
 }
 
 pub fn prepare(job: &Job) -> Result<Prepared> {
-    match &job.target {
+    let t = match &job.target {
         Target::File(p) => prepare_file(job, p),
         Target::Device(p) => prepare_device(job, p),
-    }
+    }?;
+    // No output of this run may replace it, by any name (output::protect).
+    crate::output::protect(&t.path, "the job's target");
+    Ok(t)
 }
 
 /// Opens the target for one worker thread.
 pub fn open(job: &Job, t: &Prepared) -> Result<File> {
     let flags = if job.direct { libc::O_DIRECT } else { 0 } | if job.sync { libc::O_SYNC } else { 0 };
+    // A file written is opened as prepare_file judged it, never through a link swapped in
+    // since (a device's path is often a link: /dev/disk/by-id; a read may follow one).
+    let flags = flags | if t.kind == "file" && job.rw.writes() { libc::O_NOFOLLOW } else { 0 };
     // A benchmark's reads should not write atime: on a block device every direct read ends in
     // file_accessed() (touch_atime and current_time show in a perf profile of the RAM loop device).
     // fio opens devices O_NOATIME too. It needs the file's owner or CAP_FOWNER; without, open as is.
@@ -85,11 +91,58 @@ fn explain_open(path: &Path, job: &Job, e: std::io::Error) -> anyhow::Error {
     anyhow!("cannot open {} for {how}: {e}{fix}", path.display())
 }
 
+/// The extended attribute iopath sets on every file it creates as a target: a later job may
+/// write its own file again (and grow it), never one iopath did not create (`--allow-write`
+/// names one it may). Only the file's owner or root can set a user.* attribute, and whoever can
+/// could write the file anyway: it marks, it does not grant.
+const MADE_BY_IOPATH: &str = "user.iopath.target";
+
+/// Whether `path` (never followed if a link) carries the mark.
+fn made_by_iopath(path: &Path) -> bool {
+    let (Ok(p), Ok(n)) = (CString::new(path.as_os_str().as_encoded_bytes()), CString::new(MADE_BY_IOPATH)) else {
+        return false;
+    };
+    // SAFETY: lgetxattr with a null buffer and size 0 only returns the value's size.
+    unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}
+
+/// Creates the target exclusively (O_EXCL|O_NOFOLLOW: never through a link planted at its
+/// name) and marks it iopath's. False: the mark could not be set (a file system without user
+/// extended attributes): this run may lay it out, a later write job needs --allow-write.
+fn create_own(path: &Path, job: &Job) -> Result<bool> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| explain_open(path, job, e))?;
+    let n = CString::new(MADE_BY_IOPATH)?;
+    let v = b"1";
+    // SAFETY: fsetxattr on our own descriptor with a 1-byte value.
+    Ok(unsafe { libc::fsetxattr(f.as_raw_fd(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) } == 0)
+}
+
+/// The loop device whose backing file `m` is, if one is: a job writing it writes under a
+/// block device's feet (whatever is on it, a mounted file system included).
+fn loop_backed_by(m: &fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    for e in fs::read_dir("/sys/block").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(b) = sysconf::read_trim(&e.path().join("loop/backing_file")) else { continue };
+        let b = b.trim_end_matches(" (deleted)");
+        if fs::metadata(b).is_ok_and(|x| x.dev() == m.dev() && x.ino() == m.ino()) {
+            return Some(name);
+        }
+    }
+    None
+}
+
 fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !parent.is_dir() {
         bail!("directory {} does not exist: create it first, or point --file elsewhere", parent.display());
     }
+    let link = fs::symlink_metadata(path).ok();
     let meta = fs::metadata(path).ok();
     if let Some(m) = &meta {
         if m.file_type().is_block_device() {
@@ -99,9 +152,58 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
             bail!("{} is not a regular file", path.display());
         }
     }
+    if link.is_some() && meta.is_none() {
+        bail!("{} is a symbolic link to nothing: iopath never creates a file through a link; give the real path", path.display());
+    }
     let existing = meta.as_ref().map_or(0, |m| m.len());
     let want = job.size.unwrap_or(if existing > 0 { existing } else { crate::job::DEFAULT_SCRATCH_SIZE });
     let size = want - want % job.bs as u64;
+    // Whose file it is decides what the job may do to it: iopath writes only files it created
+    // (a write job had overwritten a user's file, a loop device's backing file among them, and
+    // a read job on a 21-byte file had grown it to 64 KiB and changed its last bytes).
+    let own = meta.is_some() && !link.as_ref().is_some_and(|l| l.file_type().is_symlink()) && made_by_iopath(path);
+    let grows = meta.is_some() && existing < size;
+    if let Some(m) = &meta {
+        if job.rw.writes() || grows {
+            if let Some(dev) = loop_backed_by(m) {
+                bail!(
+                    "refusing to write to {}: it is the backing file of /dev/{dev}, and writing it writes under that \
+                     device (a file system on it included); detach it (losetup -d /dev/{dev}) or use another file",
+                    path.display()
+                );
+            }
+        }
+        if !own && !job.allow_write {
+            if job.rw.writes() {
+                bail!(
+                    "refusing to write to {}: it exists and iopath did not create it (a --rw {} job would overwrite \
+                     it). Give a new file name (iopath creates and lays it out), or add --allow-write if its data is \
+                     yours to lose",
+                    path.display(),
+                    job.rw
+                );
+            }
+            if grows && existing < job.bs as u64 {
+                bail!(
+                    "{} holds {existing} bytes, less than one --bs {} block, and iopath never grows or changes a file \
+                     it did not create: give a new file name (iopath creates and lays it out), or --allow-write to \
+                     grow this one",
+                    path.display(),
+                    fmt_bytes(job.bs as u64)
+                );
+            }
+            if grows {
+                bail!(
+                    "{} holds {} and the job needs {} (--size): iopath never grows or changes a file it did not \
+                     create. Give --size {} or less to read within it, a new file name, or --allow-write",
+                    path.display(),
+                    fmt_bytes(existing),
+                    fmt_bytes(size),
+                    fmt_bytes(existing - existing % job.bs as u64)
+                );
+            }
+        }
+    }
     if size < job.bs as u64 {
         bail!(
             "{} holds {} bytes, less than one --bs {} block: give --size to grow it",
@@ -113,13 +215,20 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
     if existing < size {
         check_room(parent, size - existing)?;
     }
+    let mut t_warn = Vec::new();
+    if meta.is_none() && !create_own(path, job)? {
+        t_warn.push(format!(
+            "{}: this file system keeps no user extended attributes, so iopath cannot mark the file as its own: a \
+             later write job on it needs --allow-write",
+            path.display()
+        ));
+    }
     let needs_write = job.rw.writes() || existing < size;
     if needs_write {
         // Fail before a long layout when the file cannot be written at all.
         OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| explain_open(path, job, e))?;
     }
@@ -128,7 +237,7 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
             // Leave the file as it was: gone if iopath made it, its old length otherwise.
             if meta.is_none() {
                 let _ = fs::remove_file(path);
-            } else if let Ok(f) = OpenOptions::new().write(true).open(path) {
+            } else if let Ok(f) = OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(path) {
                 let _ = f.set_len(existing);
             }
             return Err(e);
@@ -148,7 +257,7 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
         dio_offset_align: offset_align,
         dio_mem_align: mem_align,
         in_memory,
-        warnings: Vec::new(),
+        warnings: t_warn,
     };
     check_common(job, &mut t)?;
     Ok(t)
@@ -323,12 +432,13 @@ fn human(b: u64) -> String {
 fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
     let from = from - from % 8;
     eprintln!("iopath: laying out {} ({} to write)…", path.display(), fmt_bytes(to - from));
+    // The file exists by now (made by create_own, or a file the job may grow): never created
+    // here, never through a link.
     let mut f = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+        .with_context(|| format!("opening {} to lay it out", path.display()))?;
     std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from))?;
     let mut buf = vec![0u8; 1 << 20];
     let mut off = from;

@@ -5,7 +5,7 @@
 //! before the session reads its maps.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -38,6 +38,8 @@ pub(crate) struct Collected {
     pub maps: Vec<(u32, Vec<ExecMapping>)>,
     pub events_received: Option<u64>,
     pub events_file_error: Option<String>,
+    /// --perfetto without --events-out: the records, in a file with no name, to read back.
+    pub events_scratch: Option<File>,
     pub irq_stamps: Vec<IrqStamp>,
     pub irq_stamps_dropped: u64,
 }
@@ -49,6 +51,7 @@ impl Collected {
         raw.series = self.series;
         raw.events_received = self.events_received;
         raw.events_file_error = self.events_file_error;
+        raw.events_scratch = self.events_scratch.map(|f| crate::model::Scratch(std::sync::Arc::new(f)));
         raw.irq_stamps = self.irq_stamps;
         raw.irq_stamps_dropped = self.irq_stamps_dropped;
         self.maps
@@ -72,9 +75,8 @@ impl Collectors<'_> {
         let opts = self.opts;
         let stop = AtomicBool::new(false);
         let received = AtomicU64::new(0);
-        let kept = AtomicU64::new(0);
         // --events-out: the file and the first write error.
-        let sink: Mutex<Option<crate::events::BlockWriter<BufWriter<File>>>> = Mutex::new(None);
+        let sink: Mutex<Option<crate::events::BlockWriter<BufWriter<crate::output::TempFile>>>> = Mutex::new(None);
         let sink_err: Mutex<Option<String>> = Mutex::new(None);
         let stamps: Mutex<(Vec<IrqStamp>, u64)> = Mutex::new((Vec::new(), 0));
         let mut out = Collected::default();
@@ -98,32 +100,25 @@ impl Collectors<'_> {
                 None
             };
             let poller = if opts.events {
-                if let Some(p) = &opts.events_out {
-                    // Under a temporary name until the trace ends (renamed then): a failed
-                    // write or a kill never leaves a partial file under the user's name.
-                    let tmp = crate::output::temp_name(p);
-                    let f = BufWriter::with_capacity(
-                        1 << 20,
-                        File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
-                    );
-                    let f = crate::events::BlockWriter::new(f, crate::loadgen::now_ns)
+                if let Some(out) = &opts.events_out {
+                    // An exclusive temporary file until the trace ends (renamed then, or read
+                    // back by --perfetto): a failed write or a kill never leaves a partial file
+                    // under the user's name, nor writes through a link planted at it.
+                    let p = out.path();
+                    let tmp = crate::output::TempFile::create(p)?;
+                    let f = crate::events::BlockWriter::new(BufWriter::with_capacity(1 << 20, tmp), crate::loadgen::now_ns)
                         .with_context(|| format!("writing {}", p.display()))?;
                     *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
                 }
-                let (received, sink, kept, sink_err, stamps) = (&received, &sink, &kept, &sink_err, &stamps);
+                let (received, sink, sink_err, stamps) = (&received, &sink, &sink_err, &stamps);
                 let mut b = RingBufferBuilder::new();
                 b.add(self.events, move |data: &[u8]| {
                     received.fetch_add(1, Ordering::Relaxed);
                     if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                        // A full disk must not stop the trace: the first error and what was kept
-                        // are reported.
-                        match f.record(data) {
-                            Ok(()) => {
-                                kept.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => {
-                                sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
-                            }
+                        // A full disk must not stop the trace: the first error and what reached
+                        // the disk are reported.
+                        if let Err(e) = f.record(data) {
+                            sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(crate::output::why(&e));
                         }
                     }
                     0
@@ -207,33 +202,43 @@ impl Collectors<'_> {
         })?;
         out.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
         (out.irq_stamps, out.irq_stamps_dropped) = stamps.into_inner().unwrap_or_else(|e| e.into_inner());
-        if let (Some(p), Some(f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
+        if let (Some(dest), Some(f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
             let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
-            match f.finish() {
-                Ok(mut w) => {
-                    if let Err(e) = w.flush() {
-                        err.get_or_insert(e.to_string());
+            let (w, flushed) = f.finish_keep();
+            if let Err(e) = flushed {
+                err.get_or_insert(crate::output::why(&e));
+            }
+            // BufWriter's flush ran in finish_keep: into_parts hands the file back either way.
+            let (tmp, _) = w.into_parts();
+            let on_disk = tmp.written;
+            let tmp = Some(tmp);
+            match (tmp, err.is_none(), dest) {
+                (Some(t), true, super::session::EventsOut::File(_)) => {
+                    if let Err(e) = t.persist() {
+                        err = Some(format!("{e:#}"));
                     }
                 }
-                Err(e) => {
-                    err.get_or_insert(e.to_string());
+                (Some(t), true, super::session::EventsOut::Scratch(_)) => {
+                    let mut f = t.into_scratch();
+                    std::io::Seek::rewind(&mut f).context("reading back the events")?;
+                    out.events_scratch = Some(f);
                 }
+                // Dropped: the temporary file is removed.
+                _ => {}
             }
-            let tmp = crate::output::temp_name(p);
-            if err.is_none() {
-                if let Err(e) = std::fs::rename(&tmp, p) {
-                    err = Some(e.to_string());
-                }
-            }
-            if err.is_some() {
-                let _ = std::fs::remove_file(&tmp);
-            }
+            let received = received.load(Ordering::Relaxed);
             out.events_file_error = err.map(|e| {
+                let reached = crate::events::records_within(on_disk).min(received);
+                let what = match dest {
+                    super::session::EventsOut::File(p) => format!("--events-out {}: not written", p.display()),
+                    super::session::EventsOut::Scratch(p) => {
+                        format!("--perfetto {}: not written, its events could not be kept beside it", p.display())
+                    }
+                };
                 format!(
-                    "writing {}: {e}: not written ({} of the {} records received had been written before it failed)",
-                    p.display(),
-                    kept.load(Ordering::Relaxed),
-                    received.load(Ordering::Relaxed)
+                    "{what}: {e}; {reached} of the {received} records received ({:.1} MiB) had reached the disk when \
+                     it failed, and the partial file was removed",
+                    on_disk as f64 / f64::from(1 << 20),
                 )
             });
         }

@@ -210,7 +210,8 @@ mod mirrors {
         counter::C_TOP_FULL => TopFull,
         counter::C_USER_UNREADABLE => UserUnreadable,
         counter::C_URING_ENTERS => UringEnters,
-        counter::C_URING_SQES => UringSqes
+        counter::C_URING_SQES => UringSqes,
+        counter::C_DISORDERED_SPANS => DisorderedSpans
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

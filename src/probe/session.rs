@@ -17,6 +17,23 @@ use super::phases_skel::PhasesSkelBuilder;
 use super::tracefs::Tracefs;
 use crate::model::{BpfHist, ProbeStatus, RawTrace, NR_COUNTERS, NR_PHASES};
 
+/// Where a trace's event records go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventsOut {
+    /// `--events-out FILE`.
+    File(std::path::PathBuf),
+    /// Beside this file (`--perfetto`'s), nameless, read back after the trace.
+    Scratch(std::path::PathBuf),
+}
+
+impl EventsOut {
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            EventsOut::File(p) | EventsOut::Scratch(p) => p,
+        }
+    }
+}
+
 /// What to trace.
 #[derive(Clone, Debug, Default)]
 pub struct TraceOpts {
@@ -34,8 +51,8 @@ pub struct TraceOpts {
     pub tree: Vec<u32>,
     /// One record per reaped I/O through a ring buffer (drained every 20 ms)...
     pub events: bool,
-    /// ...kept in this file (`iopath.events/2`) when given.
-    pub events_out: Option<std::path::PathBuf>,
+    /// ...kept in this file (`iopath.events/3`) when given.
+    pub events_out: Option<EventsOut>,
     /// Stacks for flamegraphs (None: no sampling).
     pub stacks: Option<super::sampler::StackOpts>,
     /// The traced process is the bundled generator, which stamps each SQE's user_data and each
@@ -465,7 +482,7 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
     use super::phases_skel::types::wb_file;
     let text = |b: &[i8]| {
         let b: Vec<u8> = b.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
-        String::from_utf8_lossy(&b).into_owned()
+        crate::untrusted::visible(&String::from_utf8_lossy(&b)).into_owned()
     };
     let mut out = Vec::new();
     for key in phases.maps.wb_files.keys() {

@@ -31,6 +31,10 @@ pub struct Report {
     pub process: Option<Process>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Outputs asked for that could not be written (also among the warnings): the run exits
+    /// non-zero for them once the report and every other output are out.
+    #[serde(skip)]
+    pub output_errors: Vec<String>,
     pub ios: u64,
     pub reads: u64,
     pub writes: u64,
@@ -216,6 +220,7 @@ impl Report {
             warnings: o.target.warnings.clone(),
             target: Some(o.target),
             process: None,
+            output_errors: Vec::new(),
             ios,
             reads: o.stats.reads,
             writes: o.stats.writes,
@@ -319,6 +324,7 @@ impl Report {
             target: None,
             process: Some(process),
             warnings,
+            output_errors: Vec::new(),
             ios,
             // Counted as I/Os complete, so a few still unreaped at the end may be in the split
             // but not in `ios`.

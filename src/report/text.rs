@@ -543,6 +543,14 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         l.dropped,
         l.recursion_misses
     )?;
+    if l.disordered > 0 || l.disordered_spans > 0 {
+        writeln!(
+            w,
+            "  out of order  {} I/Os and {} phase spans stamped out of order (two CPUs' clocks): in no histogram, never a \
+             negative time",
+            l.disordered, l.disordered_spans
+        )?;
+    }
     if l.user_unreadable > 0 {
         writeln!(w, "  user memory unreadable {} times: iocb or io_event arrays the probes could not read (those requests not followed)", l.user_unreadable)?;
     }

@@ -114,7 +114,10 @@ pub fn pod_names(root: &Path) -> BTreeMap<String, (String, String)> {
         // Namespaces and pod names hold no '_' (DNS labels): the split is unambiguous.
         let mut it = name.splitn(3, '_');
         if let (Some(ns), Some(pod), Some(uid)) = (it.next(), it.next(), it.next()) {
-            if pod_of(&format!("pod{uid}")).is_some() {
+            // Anyone who can make a folder there names a label: only Kubernetes' own names pass
+            // (a folder `ns_x"} 1\ninjected 666_...` had written lines of its own choosing).
+            let names_ok = crate::untrusted::is_dns_label(ns) && crate::untrusted::is_dns_subdomain(pod);
+            if names_ok && pod_of(&format!("pod{uid}")).is_some() {
                 out.insert(uid.to_owned(), (ns.to_owned(), pod.to_owned()));
             }
         }

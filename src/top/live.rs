@@ -93,11 +93,15 @@ fn io_cgroup(roots: &SysRoots, tgid: u32) -> Option<String> {
     let unified = std::fs::read_to_string(roots.proc.join(format!("{tgid}/cgroup")))
         .ok()
         .and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned)));
-    c.blkio.or(c.unified).or(unified)
+    c.blkio.or(c.unified).or(unified).map(|p| crate::untrusted::visible(&p).into_owned())
 }
 
+/// Its comm as the kernel has it (only the trailing newline is /proc's), made visible: a comm is
+/// anyone's choice (prctl PR_SET_NAME), escape sequences and newlines included.
 fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
-    std::fs::read_to_string(roots.proc.join(format!("{tgid}/comm"))).ok().map(|s| s.trim().to_owned())
+    std::fs::read_to_string(roots.proc.join(format!("{tgid}/comm")))
+        .ok()
+        .map(|s| crate::untrusted::visible(s.strip_suffix('\n').unwrap_or(&s)).into_owned())
 }
 
 impl Reader {

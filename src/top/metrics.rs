@@ -152,16 +152,34 @@ impl Exporter {
 #[derive(Debug)]
 struct View(Exporter);
 
-type Labels = Vec<(String, String)>;
+/// A label value, escaped as the exposition format needs when it is written (a cgroup or pod
+/// name is anyone's: `untrusted::label_value`). Every label goes through it.
+#[derive(Clone, Debug)]
+struct Lv(String);
+
+impl<S: Into<String>> From<S> for Lv {
+    fn from(s: S) -> Lv {
+        Lv(s.into())
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for Lv {
+    fn encode(&self, e: &mut prometheus_client::encoding::LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        e.write_str(&crate::untrusted::label_value(&self.0))
+    }
+}
+
+type Labels = Vec<(String, Lv)>;
 
 fn labels(k: &SeriesKey) -> Labels {
     let mut l: Labels = vec![
-        ("disk".into(), k.disk.clone()),
-        ("cgroup".into(), k.cgroup.clone()),
+        ("disk".into(), k.disk.clone().into()),
+        ("cgroup".into(), k.cgroup.clone().into()),
         ("route".into(), k.route.into()),
         ("op".into(), k.op.into()),
     ];
-    l.extend(k.container.iter().cloned());
+    l.extend(k.container.iter().map(|(n, v)| (n.clone(), v.clone().into())));
     l
 }
 
@@ -231,35 +249,35 @@ impl prometheus_client::collector::Collector for View {
             "iopath_irqs",
             "Interrupts on the disk's own vectors (disks without vectors of their own, loop or zram, have none)",
             None,
-            e.irqs.iter().map(|(d, v)| (vec![("disk".to_owned(), d.clone())], *v)),
+            e.irqs.iter().map(|(d, v)| (vec![("disk".to_owned(), d.clone().into())], *v)),
         )?;
         counters(
             &mut enc,
             "iopath_context_switches",
             "Context switches of the processes doing I/O, all their threads",
             None,
-            e.ctx.iter().map(|(c, v)| (vec![("cgroup".to_owned(), c.clone())], *v)),
+            e.ctx.iter().map(|(c, v)| (vec![("cgroup".to_owned(), c.clone().into())], *v)),
         )?;
         counters(
             &mut enc,
             "iopath_kernel_events",
             "IOMMU and DMA mapping events (iommu:map/unmap, dma map/unmap) on the whole system",
             None,
-            e.kernel.iter().map(|(w, v)| (vec![("event".to_owned(), w.clone())], *v)),
+            e.kernel.iter().map(|(w, v)| (vec![("event".to_owned(), w.clone().into())], *v)),
         )?;
         counters(
             &mut enc,
             "iopath_lost_events",
             "I/Os the probes saw but could not count, by reason (never silently dropped)",
             None,
-            e.lost.iter().map(|(w, v)| (vec![("reason".to_owned(), w.clone())], *v)),
+            e.lost.iter().map(|(w, v)| (vec![("reason".to_owned(), w.clone().into())], *v)),
         )?;
         counters(
             &mut enc,
             "iopath_bpf_runs",
             "Runs of each of iopath's BPF programs (by hook), since it loaded",
             None,
-            e.bpf.iter().map(|(h, (runs, _))| (vec![("prog".to_owned(), h.clone())], *runs)),
+            e.bpf.iter().map(|(h, (runs, _))| (vec![("prog".to_owned(), h.clone().into())], *runs)),
         )?;
         {
             let mut m = enc.encode_descriptor(
@@ -269,7 +287,7 @@ impl prometheus_client::collector::Collector for View {
                 MetricType::Counter,
             )?;
             for (h, (_, ns)) in &e.bpf {
-                let l: Labels = vec![("prog".into(), h.clone())];
+                let l: Labels = vec![("prog".into(), h.clone().into())];
                 m.encode_family(&l)?.encode_counter::<Labels, f64, f64>(&(*ns as f64 / 1e9), None)?;
             }
         }
@@ -291,9 +309,9 @@ impl prometheus_client::collector::Collector for View {
             )?;
             for (name, attached, via) in &e.hooks {
                 let l: Labels = vec![
-                    ("hook".into(), name.clone()),
-                    ("attached".into(), attached.to_string()),
-                    ("via".into(), if via.is_empty() { "-".into() } else { via.clone() }),
+                    ("hook".into(), name.clone().into()),
+                    ("attached".into(), attached.to_string().into()),
+                    ("via".into(), if via.is_empty() { "-".into() } else { via.clone().into() }),
                 ];
                 m.encode_info(&l)?;
             }
