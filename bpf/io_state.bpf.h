@@ -63,12 +63,7 @@ static __always_inline void record_n(enum phase p, __u64 v, __u64 n)
 	/* top / serve read their own table (top.bpf.h), never these. */
 	if (targ_top)
 		return;
-	/* A span that ended before it began (its two stamps read on two CPUs) is no duration: a
-	 * wrapped u64 had reached a table as a max of 5124096 h. Counted, never recorded. */
-	if ((__s64)v < 0) {
-		count(C_DISORDERED_SPANS, 1);
-		return;
-	}
+
 	h = bpf_map_lookup_elem(&hists, &k);
 
 	if (h)

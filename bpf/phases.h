@@ -216,11 +216,11 @@ enum counter {
 	C_USER_UNREADABLE, /* an application's iocb or io_event array could not be read (aio
 			    * requests then not claimed or not reaped) */
 	/* io_uring's CQ ring (cq_ring.bpf.h) */
-	C_URING_ENTERS, /* io_uring_enter calls of the traced threads that submitted SQEs ... */
-	C_URING_SQES,	/* ... and the SQEs they submitted (the application's batching) */
-	C_DISORDERED_SPANS, /* phase spans that ended before they began (two CPUs' clock reads: a
-			     * CQE posted after the look that took it read its clock): not recorded,
-			     * never a wrapped u64 */
+	C_URING_ENTERS,	    /* io_uring_enter calls of the traced threads that submitted SQEs ... */
+	C_URING_SQES,	    /* ... and the SQEs they submitted (the application's batching) */
+	C_DISORDERED_SPANS, /* CQ ring bounds that ended before they began (a CQE posted on
+			     * another CPU after the look that took it read its clock): not
+			     * recorded, never a wrapped u64 */
 	NR_COUNTERS,
 };
 

@@ -159,9 +159,8 @@ pub struct Lost {
     /// Followed I/Os whose timestamps were out of order: in no histogram.
     #[serde(default)]
     pub disordered: u64,
-    /// Phase spans (a CQ ring look's bound, a route's sub-phase) that ended before they began,
-    /// their two stamps read on two CPUs: in no histogram, never a wrapped value. Not I/Os: not
-    /// in `total`.
+    /// CQ ring bounds that ended before they began (the CQE posted on another CPU after the
+    /// look read its clock): in no histogram, never a wrapped value. Not I/Os: not in `total`.
     #[serde(default)]
     pub disordered_spans: u64,
     pub total: u64,

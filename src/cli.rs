@@ -607,6 +607,10 @@ impl TraceArgs {
         }
         match (self.duration, self.job.common.runtime) {
             (Some(_), Some(_)) => anyhow::bail!("--duration and --runtime say the same thing here: give one"),
+            (Some(d), _) | (_, Some(d)) if d.is_zero() => anyhow::bail!(
+                "--duration 0 would trace nothing: give a length (--duration 10s), or leave it out to trace until the \
+                 process exits or Ctrl-C"
+            ),
             (d, r) => Ok(d.or(r)),
         }
     }

@@ -675,6 +675,27 @@ mod tests {
     }
 
     #[test]
+    fn a_look_before_its_posting_is_out_of_order_never_a_wrapped_time() {
+        // A CQ ring look by another thread: the look's clock (reap) read before the CQE's
+        // posting stamp on another CPU, 3019 ns earlier (the database case: 18446744073709548597
+        // ns had reached a max).
+        let mut w = BlockWriter::new(Vec::new(), || 1_000_000_000).unwrap();
+        w.now = clock;
+        let good = rec(2_000_000_000, true);
+        let mut bad = rec(3_000_000_000, true);
+        bad.reap_ts = bad.posted_ts - 3019;
+        for r in [good, bad] {
+            w.record(&r.to_bytes()).unwrap();
+        }
+        let s = summarize(&mut w.finish().unwrap().as_slice()).unwrap();
+        assert_eq!((s.records, s.inconsistent), (2, 1));
+        for p in [&s.submission, &s.block, &s.device, &s.completion, &s.completion_reap, &s.total] {
+            assert!(p.max < 1_000_000_000, "a wrapped difference reached a table: {p:?}");
+        }
+        assert_eq!(s.total.count, 1);
+    }
+
+    #[test]
     fn a_record_stamped_outside_the_trace_is_not_used() {
         let mut w = BlockWriter::new(Vec::new(), || 1_000_000_000).unwrap();
         w.now = clock;

@@ -57,9 +57,24 @@ fn main() -> ExitCode {
     match res {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("iopath: error: {e:#}");
+            eprintln!("iopath: error: {e:#}{}", hint_for(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The fix for an error whose cause is this process's limits, wherever in the run it struck
+/// (`ulimit -n 20` had failed loading the probes with a bare "Too many open files").
+fn hint_for(e: &anyhow::Error) -> &'static str {
+    let emfile = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.raw_os_error() == Some(libc::EMFILE))
+            || c.to_string().contains("Too many open files")
+    });
+    if emfile {
+        " (this process's open-file limit is too low: iopath holds a descriptor per BPF program, map and \
+         link, about 200; raise it with 'ulimit -n 4096', or LimitNOFILE= in a systemd unit)"
+    } else {
+        ""
     }
 }
 
@@ -496,6 +511,9 @@ fn compare_sweeps_cmd(a: &CompareArgs, fa: &std::path::Path, fb: &std::path::Pat
 /// `iopath study NAME=A,B ...`: each column's two sweeps compared, the columns side by side on
 /// one page (study.html) and in study.json.
 fn study_cmd(a: StudyArgs) -> Result<ExitCode> {
+    // Its folder is judged before any sweep is read (an existing file there had failed at the
+    // end with a bare "File exists (os error 17)").
+    check_and_say(None, Some(&a.out))?;
     let sides = a.sides.split_once(',').filter(|(x, y)| !x.is_empty() && !y.is_empty() && !y.contains(','));
     let Some(sides) = sides else {
         anyhow::bail!("--sides {}: expected two names, A,B (e.g. --sides 'IOMMU off,IOMMU strict')", a.sides)
@@ -616,6 +634,20 @@ fn sweep_axes(a: &SweepArgs) -> Result<(Vec<iopath::sweep::Variant>, iopath::swe
     Ok((variants, axes))
 }
 
+/// A traced run's load and attach, beyond its runtime (1.8 s to load the programs on 6.18).
+const SWEEP_TRACE_SETUP_S: f64 = 2.0;
+
+/// `runs` runs of `each_s` seconds, in the largest unit that reads well.
+fn sweep_length(each_s: f64, runs: usize) -> String {
+    let s = each_s * runs as f64;
+    match s {
+        s if s < 120.0 => format!("{s:.0} s in all"),
+        s if s < 7200.0 => format!("{:.0} min in all", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h in all", s / 3600.0),
+        s => format!("{:.1} days in all", s / 86_400.0),
+    }
+}
+
 /// A run's file name from its point's label: letters, digits, '.', '-' and '_' only.
 fn file_stem(label: &str) -> String {
     label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect()
@@ -644,13 +676,28 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         variant(&c.variant).job(&base, c).validate().with_context(|| c.label(&swept))?;
     }
     if !a.no_trace {
-        iopath::trace::check_can_trace(&sysconf::SysRoots::live())?;
+        iopath::trace::check_can_trace_for(&sysconf::SysRoots::live(), "sweep")?;
     }
     let dir = a.out.clone().unwrap_or_else(|| iopath::flame::default_dir("sweep"));
     check_and_say(None, Some(&dir))?;
     let existed = dir.exists();
     std::fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
     let plan = sweep::plan(points.len(), a.repeat, base.seed);
+    // The estimate before the first run: a grid's product is easy to get wrong by orders of
+    // magnitude (a 60,000-run sweep had started with no word of how long it would take).
+    let each = match base.stop {
+        iopath::job::Stop::Runtime(d) => format!(
+            "about {}",
+            sweep_length(d.as_secs_f64() + if a.no_trace { 0.5 } else { SWEEP_TRACE_SETUP_S }, plan.len())
+        ),
+        iopath::job::Stop::Ios(n) => format!("each as long as its {n} I/Os take"),
+    };
+    eprintln!(
+        "iopath sweep: {} points x {} repeat(s) = {} runs, {each}; Ctrl-C stops it and keeps the runs that finished",
+        points.len(),
+        a.repeat,
+        plan.len()
+    );
     let started = std::time::Instant::now();
     let mut results = Vec::new();
     let mut failed = Vec::new();

@@ -60,6 +60,25 @@ pub fn check(json: Option<&Path>, dir: Option<&Path>) -> Result<Vec<String>> {
             bail!("--out {}: exists and is not a folder: give a folder name", d.display());
         }
         let a = existing_ancestor(d);
+        if !a.is_dir() {
+            bail!(
+                "--out {}: {} is a file, so no folder can be made below it: give a folder name",
+                d.display(),
+                a.display()
+            );
+        }
+        if let Ok(m) = std::fs::symlink_metadata(d) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if m.file_type().is_symlink() || (m.is_dir() && m.uid() != me && m.mode() & 0o002 != 0) {
+                bail!(
+                    "--out {}: a symbolic link, or a folder anyone may write that is not this user's: someone else \
+                     decides what is in it; give a folder of your own",
+                    d.display()
+                );
+            }
+        }
         if !writable(a) {
             bail!(
                 "--out {}: {} is not writable by this user (or read-only): pick another place",
@@ -187,7 +206,8 @@ fn stale_temp(name: &str, entry: &str) -> Option<u32> {
     (rand.len() == 16 && rand.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())?;
     let pid: u32 = pid.parse().ok()?;
     // SAFETY: kill with signal 0 only checks that the process exists.
-    let gone = unsafe { libc::kill(pid as i32, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    let gone = unsafe { libc::kill(pid as i32, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
     gone.then_some(pid)
 }
 
@@ -288,7 +308,9 @@ impl TempFile {
         let name = dest.file_name().ok_or_else(|| std::io::Error::from_raw_os_error(libc::EISDIR))?.to_os_string();
         let parent = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         // SAFETY: open of a NUL-terminated path; the fd is owned by the File made from it.
-        let dfd = unsafe { libc::open(cstr(parent.as_os_str())?.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) };
+        let dfd = unsafe {
+            libc::open(cstr(parent.as_os_str())?.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC)
+        };
         if dfd < 0 {
             return Err(std::io::Error::last_os_error());
         }

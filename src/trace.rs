@@ -14,8 +14,19 @@ use crate::{aggregate, loadgen};
 
 /// Refuses clearly when tracing cannot work, before any I/O.
 pub fn check_can_trace(roots: &SysRoots) -> Result<()> {
+    check_can_trace_for(roots, "trace")
+}
+
+/// `check_can_trace` for the command `cmd` (trace, sweep, top, serve): its own name in the fix.
+pub fn check_can_trace_for(roots: &SysRoots, cmd: &str) -> Result<()> {
     if !sysconf::Privileges::of_this_process(roots).can_trace() {
-        bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run 'sudo iopath trace ...'; 'iopath run' measures without tracing");
+        let fix = match cmd {
+            "serve" => "run it as root, or as the service docs/fleet/iopath.service describes (its capabilities)",
+            "top" => "run 'sudo iopath top'",
+            "sweep" => "run 'sudo iopath sweep ...', or add --no-trace to measure without tracing",
+            _ => "run 'sudo iopath trace ...'; 'iopath run' measures without tracing",
+        };
+        bail!("iopath {cmd} needs root (or CAP_BPF and CAP_PERFMON) to load its probes: {fix}");
     }
     if sysconf::kallsyms_hidden(roots) {
         bail!(
@@ -233,8 +244,19 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     if let (Some(ts), Some(rs)) = (rep.timeseries.as_mut(), &raw.series) {
         crate::timeseries::with_trace(ts, rs, !raw.lean);
     }
+    skipped_note(&mut rep, flags);
     perfetto_into(&mut rep, flags, &raw, &irq_list);
     Ok((rep, raw))
+}
+
+/// `--skip-hooks`: said as the user's choice, never as something this kernel lacks.
+fn skipped_note(rep: &mut Report, flags: &TraceFlags) {
+    if !flags.skip_hooks.is_empty() {
+        rep.warnings.push(format!(
+            "hooks whose name contains {} were left out by --skip-hooks (not by the kernel): what they time is not measured",
+            flags.skip_hooks.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
+        ));
+    }
 }
 
 /// A process to trace that is not the bundled generator.
@@ -605,6 +627,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     )
     .with_trace(summary, irq_names);
     rep.config.cgroup = cgroup;
+    skipped_note(&mut rep, flags);
     perfetto_into(&mut rep, flags, &raw, &irq_list);
     Ok((rep, raw))
 }

@@ -37,7 +37,7 @@ fn target_problems() {
     let f = d.join("immutable.dat");
     std::fs::write(&f, vec![1u8; 1 << 20]).unwrap();
     sh("chattr", &["+i", f.to_str().unwrap()]);
-    let err = run_err(&["--file", f.to_str().unwrap(), "--rw", "randwrite", "--ios", "10"]);
+    let err = run_err(&["--file", f.to_str().unwrap(), "--rw", "randwrite", "--allow-write", "--ios", "10"]);
     sh("chattr", &["-i", f.to_str().unwrap()]);
     assert!(err.contains("cannot open") && err.contains("not writable"), "{err}");
 
@@ -388,28 +388,33 @@ fn an_events_file_that_cannot_hold_the_trace_is_reported() {
     let f = d.join("t.dat");
     let m = Mount::new(&["-t", "tmpfs", "-o", "size=64k", "none"], &d.join("small"));
     let ev = m.0.join("t.events");
-    let r = json_of(
+    let out = iopath(&[
         "trace",
-        &[
-            "--file",
-            f.to_str().unwrap(),
-            "--size",
-            "16m",
-            "--qd",
-            "8",
-            "--ios",
-            "20000",
-            "--events-out",
-            ev.to_str().unwrap(),
-        ],
-    );
+        "--file",
+        f.to_str().unwrap(),
+        "--size",
+        "16m",
+        "--qd",
+        "8",
+        "--ios",
+        "20000",
+        "--events-out",
+        ev.to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    // The report is whole on stdout; the output that could not be written fails the run after it.
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("ENOSPC"), "{e}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report, whole, on stdout");
     let w = r["warnings"].to_string();
     assert!(w.contains("No space left") && w.contains("records received") && w.contains("not written"), "{w}");
     // A fixed count, not a runtime: a CI host's disk did under 5000 I/Os in one second here.
-    // "(K of the N records received had been written ...)": it stopped at K, the trace went on to
-    // N; and no partial file is left under the user's name, nor the temporary one.
+    // "K of the N records received ... had reached the disk": it stopped at K, the trace went on
+    // to N; and no partial file is left under the user's name, nor the temporary one.
     let nums: Vec<u64> = w
-        .split("not written (")
+        .split("ENOSPC: the file system is full); ")
         .nth(1)
         .and_then(|t| t.split(" records received").next())
         .map(|t| t.split(" of the ").filter_map(|n| n.trim().parse().ok()).collect())
@@ -910,4 +915,113 @@ fn a_damaged_events_file_never_prints_a_damaged_number() {
     let out = iopath(&["report", "--events", bad.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("damaged blocks") && text.contains("failed their checksum"), "{text}");
+}
+
+/// The weak cases found beside the security ones: each named with its fix, before any work.
+#[test]
+fn weak_cases_are_named_with_their_fix() {
+    require_root();
+    let d = scratch("weak-cases");
+    let file = d.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    // study --out on an existing file, --out below a file: before any sweep is read.
+    let e = fails(&["study", "--sides", "a,b", "c=x,y", "--out", file.to_str().unwrap()]);
+    assert!(e.contains("exists and is not a folder"), "{e}");
+    let e = fails(&["compare", "x.json", "y.json", "--out", file.join("sub").to_str().unwrap()]);
+    assert!(e.contains("is a file, so no folder can be made below it"), "{e}");
+    // report --events on an empty file.
+    let empty = d.join("empty.events");
+    std::fs::write(&empty, b"").unwrap();
+    let e = fails(&["report", "--events", empty.to_str().unwrap()]);
+    assert!(e.contains("empty or shorter than its header") && !e.contains("fill whole buffer"), "{e}");
+    // --duration 0.
+    let e = fails(&["trace", "--pid", "1", "--duration", "0s"]);
+    assert!(e.contains("--duration 0 would trace nothing"), "{e}");
+    // top and serve as non-root name themselves, not 'sudo iopath trace'.
+    for cmd in ["top", "serve"] {
+        let o = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin(), cmd])
+            .arg(if cmd == "top" { "--batch" } else { "--interval=1s" })
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {e}");
+        assert!(e.contains(&format!("iopath {cmd} needs root")) && !e.contains("iopath trace"), "{cmd}: {e}");
+    }
+    // A low open-file limit while loading the probes: the fix named.
+    let f = d.join("t.dat");
+    let o = std::process::Command::new("prlimit")
+        .args(["--nofile=20:20", bin(), "trace", "--file", f.to_str().unwrap(), "--size", "4m", "--ios", "10"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("ulimit -n"), "{e}");
+    // --pid of a kernel thread: named as ps names it, not an empty string.
+    let o = iopath(&["trace", "--pid", "2", "--duration", "1s", "--json", "-"]);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a report");
+    assert_eq!(r["process"]["command"], "[kthreadd]", "{}", String::from_utf8_lossy(&o.stderr));
+    // --skip-hooks is the user's choice, said as such.
+    let r = json_of(
+        "trace",
+        &["--file", f.to_str().unwrap(), "--size", "4m", "--ios", "100", "--skip-hooks", "block_rq_issue"],
+    );
+    assert!(r["warnings"].to_string().contains("left out by --skip-hooks (not by the kernel)"), "{}", r["warnings"]);
+    // A sweep says how many runs and how long before the first.
+    let o = iopath(&[
+        "sweep",
+        "--file",
+        f.to_str().unwrap(),
+        "--size",
+        "4m",
+        "--qd",
+        "1,2",
+        "--repeat",
+        "2",
+        "--runtime",
+        "100ms",
+        "--no-trace",
+        "--out",
+        d.join("sw").to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    let first = e.lines().next().unwrap_or("");
+    assert!(first.contains(" points x 2 repeat(s) = ") && first.contains(" runs, about "), "{e}");
+}
+
+/// No message carries a run of spaces from a string continuation written without its `\`.
+#[test]
+fn no_message_has_a_run_of_spaces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut bad = Vec::new();
+    let mut stack = vec![root];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                for (i, l) in std::fs::read_to_string(&p).unwrap().lines().enumerate() {
+                    let t = l.trim_start();
+                    // A word, 6+ spaces, a word, inside a string on one line: the continuation's
+                    // indentation kept inside the message.
+                    let inside = t.matches('"').count() >= 2 && !t.starts_with("//");
+                    let run = l.as_bytes().windows(8).any(|w| {
+                        w[0].is_ascii_alphabetic() && w[1..7].iter().all(|&c| c == b' ') && w[7].is_ascii_alphabetic()
+                    });
+                    if inside
+                        && run
+                        && !t.contains("{:")
+                        && !t.starts_with("writeln!(w, \"")
+                        && !t.starts_with("\"  ")
+                        && !t.starts_with("\"\\n  ")
+                    {
+                        bad.push(format!("{}:{}", p.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "runs of spaces inside messages: {bad:?}");
 }

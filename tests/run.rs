@@ -82,9 +82,23 @@ fn bytes_written_are_bytes_read_back() {
     let f = d.join("v.dat");
     let f = f.to_str().unwrap();
     // Lay out with seed 1, overwrite everything with seed 42 through each engine, read back.
+    // The test's own file, not iopath's: written with --allow-write.
     std::fs::write(f, vec![0u8; 8 << 20]).unwrap();
     let w = run_json(&[
-        "--file", f, "--rw", "write", "--ios", "2048", "--bs", "4k", "--qd", "8", "--verify", "--seed", "42",
+        "--file",
+        f,
+        "--rw",
+        "write",
+        "--ios",
+        "2048",
+        "--bs",
+        "4k",
+        "--qd",
+        "8",
+        "--verify",
+        "--seed",
+        "42",
+        "--allow-write",
     ]);
     assert_eq!(w["writes"].as_u64(), Some(2048));
     for engine in ["uring", "aio", "psync"] {

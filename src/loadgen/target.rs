@@ -153,7 +153,10 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
         }
     }
     if link.is_some() && meta.is_none() {
-        bail!("{} is a symbolic link to nothing: iopath never creates a file through a link; give the real path", path.display());
+        bail!(
+            "{} is a symbolic link to nothing: iopath never creates a file through a link; give the real path",
+            path.display()
+        );
     }
     let existing = meta.as_ref().map_or(0, |m| m.len());
     let want = job.size.unwrap_or(if existing > 0 { existing } else { crate::job::DEFAULT_SCRATCH_SIZE });

@@ -106,8 +106,9 @@ impl Collectors<'_> {
                     // under the user's name, nor writes through a link planted at it.
                     let p = out.path();
                     let tmp = crate::output::TempFile::create(p)?;
-                    let f = crate::events::BlockWriter::new(BufWriter::with_capacity(1 << 20, tmp), crate::loadgen::now_ns)
-                        .with_context(|| format!("writing {}", p.display()))?;
+                    let f =
+                        crate::events::BlockWriter::new(BufWriter::with_capacity(1 << 20, tmp), crate::loadgen::now_ns)
+                            .with_context(|| format!("writing {}", p.display()))?;
                     *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
                 }
                 let (received, sink, sink_err, stamps) = (&received, &sink, &sink_err, &stamps);

@@ -750,7 +750,9 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         )?;
     }
     for f in &t.features_off {
-        writeln!(w, "  off on this kernel: {}: {}", f.feature, f.why)?;
+        // The user's --skip-hooks is not the kernel's doing.
+        let whose = if f.why.contains("--skip-hooks") { "off by --skip-hooks" } else { "off on this kernel" };
+        writeln!(w, "  {whose}: {}: {}", f.feature, f.why)?;
     }
     Ok(())
 }

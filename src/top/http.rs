@@ -66,12 +66,15 @@ fn answer(mut c: TcpStream, exp: &Exposition) -> std::io::Result<()> {
     let req = read_request(&mut c, Instant::now() + READ_DEADLINE)?;
     let line = String::from_utf8_lossy(&req);
     let path = line.split_whitespace().nth(1).unwrap_or("");
-    let (status, ctype, body) = if line.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
-        let text = exp.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", text)
-    } else {
-        ("404 Not Found", "text/plain", Arc::new("iopath: the metrics are at /metrics\n".to_owned()))
-    };
+    // HEAD is GET without the body (a health check's probe): the same status and length.
+    let head_only = line.starts_with("HEAD ");
+    let (status, ctype, body) =
+        if (line.starts_with("GET ") || head_only) && (path == "/metrics" || path.starts_with("/metrics?")) {
+            let text = exp.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", text)
+        } else {
+            ("404 Not Found", "text/plain", Arc::new("iopath: the metrics are at /metrics\n".to_owned()))
+        };
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -79,7 +82,8 @@ fn answer(mut c: TcpStream, exp: &Exposition) -> std::io::Result<()> {
     // One deadline for the answer: a client reading a byte at a time is cut off, not waited for.
     c.set_write_timeout(Some(WRITE_DEADLINE))?;
     let until = Instant::now() + WRITE_DEADLINE;
-    for part in [head.as_bytes(), body.as_bytes()] {
+    let parts: &[&[u8]] = if head_only { &[head.as_bytes()] } else { &[head.as_bytes(), body.as_bytes()] };
+    for part in parts {
         for chunk in part.chunks(64 << 10) {
             if Instant::now() >= until {
                 return Err(std::io::ErrorKind::TimedOut.into());

@@ -189,6 +189,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(d.join(format!("shop_cart-7d9f_{UID}"))).unwrap();
         std::fs::create_dir_all(d.join("not-a-pod")).unwrap();
+        // A folder anyone could make there, naming labels of its own choosing: not a pod.
+        let uid2 = "9f3e4a2c-1b2d-4c5e-9f60-7a8b9c0d1e2f";
+        std::fs::create_dir_all(d.join(format!("ns_x\"}} 1\ninjected 666_{uid2}"))).unwrap();
+        std::fs::create_dir_all(d.join(format!("Shop_cart_{uid2}"))).unwrap();
         let names = pod_names(&d);
         assert_eq!(names.get(UID), Some(&("shop".to_owned(), "cart-7d9f".to_owned())));
         assert_eq!(names.len(), 1);

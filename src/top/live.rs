@@ -253,8 +253,15 @@ impl Reader {
             if !alive {
                 gone.push(k.tgid);
             }
-            let (c, cg, container) = match self.known.get(&k.tgid) {
-                Some(x) => x.clone(),
+            let (c, cg, container) = match self.known.get_mut(&k.tgid) {
+                // Its name again at every read: a process that execs (the `sh` that starts a
+                // traced command behind its gate, a launcher) is named for what it runs now.
+                Some(x) => {
+                    if let Some(c) = comm(&self.roots, k.tgid) {
+                        x.0 = c;
+                    }
+                    x.clone()
+                }
                 None => {
                     let cg = io_cgroup(&self.roots, k.tgid).unwrap_or_else(|| "?".into());
                     // A pod not named yet: kubelet made its folder since the last look.

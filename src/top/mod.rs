@@ -62,8 +62,8 @@ fn opts(sync_syscalls: bool, empty_probes: bool) -> TraceOpts {
     }
 }
 
-fn check() -> Result<()> {
-    crate::trace::check_can_trace(&crate::sysconf::SysRoots::live())
+fn check(cmd: &str) -> Result<()> {
+    crate::trace::check_can_trace_for(&crate::sysconf::SysRoots::live(), cmd)
 }
 
 pub fn top_cmd(a: TopArgs) -> Result<()> {
@@ -98,6 +98,7 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
             empty_probes: false,
         },
         a.listen.as_deref(),
+        "top",
     )
 }
 
@@ -116,11 +117,12 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             empty_probes: a.empty_probes,
         },
         Some(&a.listen),
+        "serve",
     )
 }
 
-fn run(mut l: Loop, listen: Option<&str>) -> Result<()> {
-    check()?;
+fn run(mut l: Loop, listen: Option<&str>, cmd: &str) -> Result<()> {
+    check(cmd)?;
     crate::stop::on_signals();
     // Bound before the probes load: a taken port fails fast, with nothing attached.
     let listener = listen.map(http::bind).transpose()?;
