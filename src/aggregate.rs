@@ -175,6 +175,11 @@ pub struct PerIo {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceSummary {
     pub phases: Phases,
+    /// Phases whose histogram held a value longer than the trace itself (out-of-order stamps
+    /// wrapped below zero): sub-phases are left out (unknown), and a main phase among them makes
+    /// the table NOT RECONCILED. Empty when every value is one the kernel can produce.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub beyond_trace: Vec<String>,
     /// Application I/Os followed from submit to reap, as a share of the I/Os the generator (or
     /// the traced syscalls) completed.
     pub correlated_fraction: f64,
@@ -722,6 +727,59 @@ fn stats(h: &crate::model::BpfHist) -> PhaseStats {
     PhaseStats::from(&h.summary())
 }
 
+/// Slack over the traced span for phases that begin before the first traced submission (the
+/// application's own time before it): a wrapped difference is ~1.8e19 ns, far past any slack.
+const BEYOND_SLACK_NS: u64 = 1_000_000_000;
+
+/// The phases whose max is longer than the trace (`span_ns`, first submission to last reap,
+/// plus BEYOND_SLACK_NS): no kernel produces such a value, only a difference of two stamps
+/// taken out of order. Sub-phases among them become unknown (None); the main ones keep no sample
+/// (their sum and mean hold the wrapped value too) and `reconcile` names them. Nothing is
+/// checked when the span is unknown (0).
+fn beyond_trace(p: &mut Phases, span_ns: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    if span_ns == 0 {
+        return out;
+    }
+    let limit = span_ns.saturating_add(BEYOND_SLACK_NS);
+    for (name, s) in [
+        ("submission", &mut p.submission),
+        ("block", &mut p.block),
+        ("device", &mut p.device),
+        ("completion", &mut p.completion),
+        ("completion_reap", &mut p.completion_reap),
+        ("total", &mut p.total),
+    ] {
+        if s.max_ns > limit {
+            // No sample of it is shown (count 0), and `reconcile` says why.
+            *s = PhaseStats::default();
+            out.push(name.to_owned());
+        }
+    }
+    for (name, s) in [
+        ("completion_posted", &mut p.completion_posted),
+        ("nvme_driver", &mut p.nvme_driver),
+        ("nvme_device", &mut p.nvme_device),
+        ("nvme_submit", &mut p.nvme_submit),
+        ("nvme_end", &mut p.nvme_end),
+        ("sqpoll_pickup", &mut p.sqpoll_pickup),
+        ("iowq", &mut p.iowq),
+        ("throttled", &mut p.throttled),
+        ("stacked_down", &mut p.stacked_down),
+        ("stacked_up", &mut p.stacked_up),
+        ("app_before_submit", &mut p.app_before_submit),
+        ("tracer_reap", &mut p.tracer_reap),
+        ("cq_ring_bound", &mut p.cq_ring_bound),
+        ("sq_ring_bound", &mut p.sq_ring_bound),
+    ] {
+        if s.as_ref().is_some_and(|x| x.max_ns > limit) {
+            *s = None;
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
 /// `ios`: I/Os the application completed in the traced interval (the generator's count).
 pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     let per = |n: u64| PerIo { total: n, per_io: if ios == 0 { 0.0 } else { n as f64 / ios as f64 } };
@@ -729,7 +787,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         let h = raw.phase(p);
         (h.count > 0).then(|| stats(&h))
     };
-    let phases = Phases {
+    let mut phases = Phases {
         submission: stats(&raw.phase(Phase::Submission)),
         block: stats(&raw.phase(Phase::Block)),
         device: stats(&raw.phase(Phase::Device)),
@@ -825,8 +883,10 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         .map(|&(nr, count)| Syscall { name: crate::syscall_names::name(nr), count, per_io: per_io(count) })
         .collect();
     syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    let beyond_trace = beyond_trace(&mut phases, raw.active_ns);
     TraceSummary {
         phases,
+        beyond_trace,
         correlated_fraction: if ios == 0 { 0.0 } else { (followed.min(ios)) as f64 / ios as f64 },
         phase_sum_mean_ns,
         lost_events: lost,
@@ -935,6 +995,13 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
     let app_ios = t.app_ios;
     let mut reasons = Vec::new();
     let ratio = if app_mean_ns == 0 { 0.0 } else { t.phase_sum_mean_ns as f64 / app_mean_ns as f64 };
+    let main = ["submission", "block", "device", "completion", "completion_reap", "total"];
+    if let Some(p) = t.beyond_trace.iter().find(|p| main.contains(&p.as_str())) {
+        reasons.push(format!(
+            "the {p} phase held a value longer than the trace itself (stamps taken out of order): its numbers \
+             are not measurements"
+        ));
+    }
     if app_ios == 0 {
         reasons.push("no application I/O completed: there is nothing to split".to_owned());
     } else if t.correlated_fraction < MIN_CORRELATED {

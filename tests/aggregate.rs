@@ -243,3 +243,32 @@ fn a_lean_trace_leaves_what_it_did_not_hook_unknown() {
     let full = summarize(&RawTrace { lean: false, ..raw }, ios);
     assert_eq!(full.softirq_block.map(|v| v.total), Some(0));
 }
+
+/// A difference of two stamps taken out of order wraps to ~1.8e19 ns in a u64: the CQ ring
+/// bound's max of a database traced with --pid read 18446744073709548597 (5124096 h). No such
+/// value reaches the summary, its JSON or a table; a main phase holding one is not reconciled.
+#[test]
+fn a_value_no_kernel_can_produce_never_reaches_a_table() {
+    use iopath::model::{BpfHist, Phase, NR_PHASES};
+    let (mut raw, ios) = recorded("trace-uring-qd32-virtio");
+    let wrapped = 18_446_744_073_709_548_597u64;
+    raw.active_ns = 3_000_000_000;
+    raw.phases.resize(NR_PHASES, BpfHist::default());
+    raw.phases[Phase::Ring as usize] =
+        BpfHist { slots: vec![(10, 4), (209, 1)], count: 5, sum: wrapped.wrapping_add(4000), max: wrapped };
+    let s = summarize(&raw, ios);
+    assert!(s.phases.cq_ring_bound.is_none(), "{:?}", s.phases.cq_ring_bound);
+    assert_eq!(s.beyond_trace, ["cq_ring_bound"]);
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains(&wrapped.to_string()), "the wrapped value reached the JSON");
+    // A main phase holding one: no sample shown, and the table says it does not reconcile.
+    raw.phases[Phase::Total as usize].max = wrapped;
+    let s = summarize(&raw, ios);
+    assert_eq!(s.phases.total.count, 0);
+    let r = reconcile(&s, 1_000_000);
+    assert!(!r.reconciled && r.reasons.iter().any(|x| x.contains("longer than the trace")), "{r:?}");
+    assert!(!serde_json::to_string(&s).unwrap().contains(&wrapped.to_string()));
+    // Within the trace: untouched.
+    let (raw, ios) = recorded("trace-uring-qd32-virtio");
+    assert!(summarize(&raw, ios).beyond_trace.is_empty());
+}

@@ -543,6 +543,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         l.dropped,
         l.recursion_misses
     )?;
+    if !t.beyond_trace.is_empty() {
+        writeln!(
+            w,
+            "  out of order  {} held values longer than the trace (stamps taken out of order): not shown as measured",
+            t.beyond_trace.join(", ")
+        )?;
+    }
     if l.disordered > 0 || l.disordered_spans > 0 {
         writeln!(
             w,
