@@ -123,16 +123,17 @@ static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64
 		return 0;
 	lo = look_ts > r.posted_ts ? look_ts : r.posted_ts;
 	r.reap_ts = lo;
+	io_close(&r, cgroup, false);
 	/* Its count is the number of CQEs bounded: no counter of its own. A CQE another CPU posted
 	 * after this look read its clock has now < lo (a database's reaper thread beside its
-	 * submitters once showed a 5124096 h max): counted, never recorded wrapped. The other
-	 * spans are closed by io_close, which checks their order (C_DISORDERED); checked here
-	 * only, to keep the compat build under 5.10's verifier budget. */
+	 * submitters once showed a 5124096 h max): counted, never recorded wrapped. After
+	 * io_close, not before: a branch ahead of it doubled the verifier's paths through it
+	 * (sched_switch went past 1M instructions on 6.18). The other spans are closed by
+	 * io_close, which checks their order (C_DISORDERED). */
 	if (lo > now)
 		count(C_DISORDERED_SPANS, 1);
 	else
 		record(PH_RING, now - lo);
-	io_close(&r, cgroup, false);
 	return 0;
 }
 

@@ -96,6 +96,16 @@ pub fn check(json: Option<&Path>, dir: Option<&Path>) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// The owner of what stands at `p` (a link itself, not its target) when that is not this
+/// process's user.
+fn foreign_owner(p: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    (m.uid() != me).then_some(m.uid())
+}
+
 /// Paths that name standard output or nothing: written as they are, never replaced.
 fn is_stream(p: &Path) -> bool {
     matches!(p.to_str(), Some("-" | "/dev/stdout" | "/dev/stderr" | "/dev/null"))
@@ -142,6 +152,12 @@ pub fn check_outputs(outs: &[(&str, &Path)], protected: &[(&Path, &str)]) -> Res
             if t.is_fifo() || t.is_socket() {
                 bail!("{flag} {shown}: a pipe or socket, not a file: give a file name (or - for standard output)");
             }
+        }
+        if let Some(uid) = foreign_owner(p) {
+            bail!(
+                "{flag} {shown}: exists and belongs to uid {uid}, not to this user: iopath never replaces a file \
+                 someone else owns (in a shared folder it may be planted); give another file name"
+            );
         }
         if let Some((_, what)) = protected.iter().find(|(q, _)| same_file(p, q)) {
             bail!("{flag} {shown}: that is {what}: writing there would destroy it; give another file name");
@@ -349,8 +365,9 @@ impl TempFile {
         self.file.as_mut().expect("a TempFile's file until persist")
     }
 
-    /// Flushed to the disk and renamed over the destination, which keeps its mode and owner
-    /// when it existed; refused when the destination is an input or the target of this run.
+    /// Flushed to the disk and renamed over the destination, which keeps its mode when it
+    /// existed; refused when the destination is an input or the target of this run, or another
+    /// user's file.
     pub fn persist(mut self) -> Result<()> {
         self.persist_io().with_context(|| format!("writing {}", self.dest.display()))
     }
@@ -364,10 +381,14 @@ impl TempFile {
             if let Some(what) = protected_as(&m) {
                 return Err(std::io::Error::other(format!("that is {what}: iopath never writes over it")));
             }
+            // Planted since the check before the run: never replaced, never given our report.
+            if let Some(uid) = foreign_owner(&self.dest) {
+                return Err(std::io::Error::other(format!(
+                    "it belongs to uid {uid}, not to this user: iopath never replaces a file someone else owns"
+                )));
+            }
             if m.is_file() {
                 file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
-                // SAFETY: fchown on our own descriptor; refused (not root) leaves the owner as is.
-                unsafe { libc::fchown(file.as_raw_fd(), m.uid(), m.gid()) };
             }
         }
         let (from, to) = (cstr(&self.tmp)?, cstr(&self.name)?);

@@ -130,6 +130,16 @@ fn no_output_replaces_an_input_or_a_users_file() {
     assert_eq!(fingerprint(&user), before);
     assert!(std::fs::metadata(&pf).unwrap().len() > 0);
     assert!(temps(&sh_dir).is_empty(), "{:?}", temps(&sh_dir));
+    // A file or a link another user planted at the final name: refused before the run, left as
+    // it was (replacing it would hand them a report they chose the place and mode of).
+    for (name, plant) in [("theirs.json", "echo theirs > {}"), ("link.json", "ln -s /etc/passwd {}")] {
+        let p = sh_dir.join(name);
+        as_nobody(&plant.replace("{}", &p.display().to_string()));
+        let before = fingerprint(&p);
+        let e = fails(&["run", "--file", t.to_str().unwrap(), "--ios", "10", "--json", p.to_str().unwrap()]);
+        assert!(e.contains("belongs to uid 65534") && e.contains("never replaces a file someone else owns"), "{e}");
+        assert_eq!(fingerprint(&p), before);
+    }
     // flamegraph --diff into the folder of its own input: refused before any work.
     let fd = d.join("flame");
     std::fs::create_dir(&fd).unwrap();
@@ -219,6 +229,7 @@ fn every_end_of_a_trace_ends_the_commands_whole_tree() {
     for (how, marker, extra) in [
         ("--duration", "301.25", vec!["--duration", "2s"]),
         ("SIGTERM", "301.50", vec![]),
+        ("SIGINT", "301.60", vec![]),
         ("command exit", "301.75", vec![]),
     ] {
         let script = if how == "command exit" {
@@ -230,10 +241,11 @@ fn every_end_of_a_trace_ends_the_commands_whole_tree() {
         args.extend(extra.iter().copied());
         args.extend(["--", "sh", "-c", script.as_str()]);
         let mut c = Command::new(bin()).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        if how == "SIGTERM" {
+        if how.starts_with("SIG") {
             wait("the command's tree to start", 30, || with_marker(marker).len() >= 2);
+            let sig = if how == "SIGTERM" { libc::SIGTERM } else { libc::SIGINT };
             // SAFETY: signalling our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            unsafe { libc::kill(c.id() as i32, sig) };
         }
         let t = std::time::Instant::now();
         let st = c.wait().unwrap();
@@ -408,6 +420,37 @@ fn the_report_page_escapes_a_hostile_file_name() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("onerror=alert(1)&gt;") || html.contains("&lt;img"), "the name is not on the page escaped");
     assert!(!html.contains("<img src=x"), "the file name reached the page as markup");
+}
+
+/// top names a process for what it runs now: one that did I/O as `python3` and then exec'd the
+/// generator is `iopath` from then on (the gate's `sh` had named a traced command for good).
+#[test]
+fn top_names_a_process_for_what_it_runs_now() {
+    require_root();
+    let d = scratch("sec-exec");
+    let t = d.join("t.dat");
+    run_json(&["--file", t.to_str().unwrap(), "--size", "4m", "--ios", "10"]);
+    let py = format!(
+        "import os, mmap, time\n\
+         fd = os.open({t:?}, os.O_RDONLY | os.O_DIRECT)\n\
+         buf = mmap.mmap(-1, 4096)\n\
+         end = time.time() + 5\n\
+         while time.time() < end: os.preadv(fd, [buf], 0)\n\
+         os.execv({b:?}, [{b:?}, 'run', '--file', {t:?}, '--runtime', '6s', '--qd', '1'])\n",
+        t = t.to_str().unwrap(),
+        b = bin()
+    );
+    let mut p = Command::new("python3").args(["-c", &py]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let out = iopath(&["top", "--batch", "--count", "9", "--interval", "1s"]);
+    let _ = p.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid = p.id().to_string();
+    let names: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(names.last(), Some(&"iopath"), "the process is named for what it ran last: {names:?}\n{text}");
 }
 
 fn wait(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {

@@ -47,7 +47,9 @@ pub fn trim_kernel_below(stacks: &mut [NamedStack], leaf: &str) {
 
 /// Frame names may hold neither the separator nor a newline.
 fn sanitize(name: &str) -> String {
-    name.replace([';', '\n'], "_")
+    // ';' separates frames; control characters (a comm's newline, an escape sequence) are
+    // spelled out as everywhere else (untrusted::visible).
+    crate::untrusted::visible(name).replace(';', "_")
 }
 
 pub fn write(lines: &[(String, u64)], w: &mut impl Write) -> std::io::Result<()> {
