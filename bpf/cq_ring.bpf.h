@@ -102,6 +102,21 @@ struct ring_look {
 			* follows a stack counter's every value through the callback) */
 };
 
+/* One look's bound: its count is the number of CQEs bounded (no counter of its own). A CQE
+ * another CPU posted after this look read its clock has now < lo (a database's reaper thread
+ * beside its submitters once showed a 5124096 h max): counted, never recorded wrapped. A global
+ * function, verified once on its own: the same branch inlined doubled the verifier's paths in
+ * every caller (sched_switch past 1M instructions on 6.18, uring_complete on 7.3). The other
+ * spans are closed by io_close, which checks their order (C_DISORDERED). */
+__noinline int ring_bound_g(__u64 now, __u64 lo)
+{
+	if (lo > now)
+		count(C_DISORDERED_SPANS, 1);
+	else
+		record(PH_RING, now - lo);
+	return 0;
+}
+
 /* The CQE at FIFO number pos: taken (closed, freed: 0), still there (1: stop, the ring is FIFO),
  * or already closed by a concurrent look (skipped: 0). */
 static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64 now, __u64 look_ts)
@@ -124,16 +139,7 @@ static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64
 	lo = look_ts > r.posted_ts ? look_ts : r.posted_ts;
 	r.reap_ts = lo;
 	io_close(&r, cgroup, false);
-	/* Its count is the number of CQEs bounded: no counter of its own. A CQE another CPU posted
-	 * after this look read its clock has now < lo (a database's reaper thread beside its
-	 * submitters once showed a 5124096 h max): counted, never recorded wrapped. After
-	 * io_close, not before: a branch ahead of it doubled the verifier's paths through it
-	 * (sched_switch went past 1M instructions on 6.18). The other spans are closed by
-	 * io_close, which checks their order (C_DISORDERED). */
-	if (lo > now)
-		count(C_DISORDERED_SPANS, 1);
-	else
-		record(PH_RING, now - lo);
+	ring_bound_g(now, lo);
 	return 0;
 }
 
