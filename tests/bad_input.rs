@@ -909,8 +909,17 @@ fn a_damaged_events_file_never_prints_a_damaged_number() {
             b["max"],
             c["max"]
         );
-        let (cm, bm) = (c["mean"].as_f64().unwrap(), b["mean"].as_f64().unwrap());
-        assert!((bm - cm).abs() <= 0.25 * cm.max(1000.0), "{ph}: mean {bm} vs clean {cm}");
+        // The median, not the mean: the records left out with a damaged block take their
+        // outliers with them (a clean block-phase mean of 3485 ns against 2199 ns undamaged, in a
+        // clean-clone CI run: a few ms-long stragglers in the skipped blocks), while a damaged
+        // number that got through would move every statistic.
+        let (cm, bm) = (c["p50"].as_f64().unwrap(), b["p50"].as_f64().unwrap());
+        assert!(
+            (bm - cm).abs() <= 0.25 * cm.max(1000.0),
+            "{ph}: p50 {bm} vs clean {cm} (means {} vs {})",
+            b["mean"],
+            c["mean"]
+        );
     }
     let out = iopath(&["report", "--events", bad.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -140,6 +140,20 @@ fn no_output_replaces_an_input_or_a_users_file() {
         assert!(e.contains("belongs to uid 65534") && e.contains("never replaces a file someone else owns"), "{e}");
         assert_eq!(fingerprint(&p), before);
     }
+    // An --out folder someone else controls: a link they planted, or a folder anyone may write
+    // that is theirs. Refused before the run; nothing written where either points.
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out_link = sh_dir.join("out-link");
+    as_nobody(&format!("ln -s {} {}", elsewhere.display(), out_link.display()));
+    let out_open = sh_dir.join("out-open");
+    as_nobody(&format!("mkdir -m 0777 {}", out_open.display()));
+    for o in [&out_link, &out_open] {
+        let e = fails(&["trace", "--file", t.to_str().unwrap(), "--ios", "10", "--out", o.to_str().unwrap()]);
+        assert!(e.contains("someone else decides what is in it"), "{e}");
+    }
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&out_open).unwrap().count(), 0);
     // flamegraph --diff into the folder of its own input: refused before any work.
     let fd = d.join("flame");
     std::fs::create_dir(&fd).unwrap();
