@@ -52,6 +52,14 @@ fn temps(d: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `iopath trace` of the generator on `t` (4 MiB, made by iopath if missing) for `ios` I/Os,
+/// with `more` flags: the invocation every output case here shares.
+fn trace_of(t: &Path, ios: &str, more: &[&str]) -> std::process::Output {
+    let mut a = vec!["trace", "--file", t.to_str().unwrap(), "--size", "4m", "--ios", ios];
+    a.extend_from_slice(more);
+    iopath(&a)
+}
+
 #[test]
 fn planted_symlinks_never_redirect_an_output() {
     require_root();
@@ -77,19 +85,8 @@ fn planted_symlinks_never_redirect_an_output() {
     std::fs::write(&json, b"{}").unwrap();
     std::fs::set_permissions(&json, std::fs::Permissions::from_mode(0o640)).unwrap();
     let t = d.join("t.dat");
-    let out = iopath(&[
-        "trace",
-        "--file",
-        t.to_str().unwrap(),
-        "--size",
-        "4m",
-        "--ios",
-        "2000",
-        "--json",
-        json.to_str().unwrap(),
-        "--events-out",
-        sh_dir.join("e.ev").to_str().unwrap(),
-    ]);
+    let ev_path = sh_dir.join("e.ev");
+    let out = trace_of(&t, "2000", &["--json", json.to_str().unwrap(), "--events-out", ev_path.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert_eq!(fingerprint(&victim), before, "the victim changed: an output followed a planted link");
@@ -115,17 +112,7 @@ fn no_output_replaces_an_input_or_a_users_file() {
     as_nobody(&format!("echo the user job > {}", user.display()));
     let before = fingerprint(&user);
     let pf = sh_dir.join("p.pf");
-    let out = iopath(&[
-        "trace",
-        "--file",
-        t.to_str().unwrap(),
-        "--size",
-        "4m",
-        "--ios",
-        "500",
-        "--perfetto",
-        pf.to_str().unwrap(),
-    ]);
+    let out = trace_of(&t, "500", &["--perfetto", pf.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fingerprint(&user), before);
     assert!(std::fs::metadata(&pf).unwrap().len() > 0);
@@ -316,17 +303,8 @@ fn a_full_file_system_fails_the_output_not_the_report() {
     let m = Mount::new(&["-t", "tmpfs", "-o", "size=64k", "tmpfs"], &d.join("tiny"));
     let t = d.join("t.dat");
     for (flag, name) in [("--events-out", "e.ev"), ("--perfetto", "p.pf")] {
-        let out = iopath(&[
-            "trace",
-            "--file",
-            t.to_str().unwrap(),
-            "--size",
-            "4m",
-            "--ios",
-            "20000",
-            flag,
-            m.0.join(name).to_str().unwrap(),
-        ]);
+        let dest = m.0.join(name);
+        let out = trace_of(&t, "20000", &[flag, dest.to_str().unwrap()]);
         let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{flag}: {e}");
         assert!(o.contains("phases (us)"), "{flag}: the report was lost: {o}");
@@ -419,17 +397,7 @@ fn the_report_page_escapes_a_hostile_file_name() {
     let d = scratch("sec-html");
     let t = d.join("<img src=x onerror=alert(1)>.dat");
     let out = d.join("out");
-    let o = iopath(&[
-        "trace",
-        "--file",
-        t.to_str().unwrap(),
-        "--size",
-        "4m",
-        "--ios",
-        "200",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = trace_of(&t, "200", &["--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("onerror=alert(1)&gt;") || html.contains("&lt;img"), "the name is not on the page escaped");

@@ -212,20 +212,19 @@ impl Collectors<'_> {
             // BufWriter's flush ran in finish_keep: into_parts hands the file back either way.
             let (tmp, _) = w.into_parts();
             let on_disk = tmp.written;
-            let tmp = Some(tmp);
-            match (tmp, err.is_none(), dest) {
-                (Some(t), true, super::session::EventsOut::File(_)) => {
-                    if let Err(e) = t.persist() {
+            match (err.is_none(), dest) {
+                (true, super::session::EventsOut::File(_)) => {
+                    if let Err(e) = tmp.persist() {
                         err = Some(format!("{e:#}"));
                     }
                 }
-                (Some(t), true, super::session::EventsOut::Scratch(_)) => {
-                    let mut f = t.into_scratch();
+                (true, super::session::EventsOut::Scratch(_)) => {
+                    let mut f = tmp.into_scratch();
                     std::io::Seek::rewind(&mut f).context("reading back the events")?;
                     out.events_scratch = Some(f);
                 }
                 // Dropped: the temporary file is removed.
-                _ => {}
+                (false, _) => drop(tmp),
             }
             let received = received.load(Ordering::Relaxed);
             out.events_file_error = err.map(|e| {
