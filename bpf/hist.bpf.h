@@ -71,4 +71,18 @@ static __always_inline void hist_add(struct hist *h, __u64 v)
 	hist_add_n(h, v, 1);
 }
 
+/* top's and the one-hook tier's coarser histogram (TOP_*: phases.h). */
+static __always_inline __u32 top_slot(__u64 v)
+{
+	__u64 msb, sub;
+
+	if (v < (1ULL << TOP_MIN_MSB))
+		return 0;
+	msb = log2_u64(v);
+	if (msb > TOP_MAX_MSB)
+		return TOP_SLOTS - 1;
+	sub = (v >> (msb - TOP_SUB_BITS)) & (TOP_SUB - 1);
+	return 1 + ((msb - TOP_MIN_MSB) << TOP_SUB_BITS) + sub;
+}
+
 #endif /* IOPATH_HIST_BPF_H */

@@ -440,4 +440,84 @@ struct wb_rq {
 	__u64 alloc_ts;
 };
 
+/*
+ * The one-hook tier (stamps.bpf.c, top and serve's default): one program at block_rq_complete
+ * reads the request's own clock (start_time_ns: allocated; io_start_time_ns: issued) for the
+ * block and device phases, per-CPU rows by (io cgroup, disk, route by the bio's end_io, op).
+ * A device's stamps are used only once checked against hooked times on the same requests
+ * (block_bio_queue, block_rq_issue attached for a check window); a device whose stamp is absent
+ * or off is timed by those hooks instead (enum stamps_mode).
+ */
+/* top_key.tgid of a one-hook row: completion names no process. */
+#define STAMPS_NO_PROCESS 0xffffffffU
+#define STAMPS_MAX_KEYS 512
+/* request_queue ids (q->id) with a check and a mode of their own. */
+#define STAMPS_MAX_QUEUES 1024
+/* block, device: top_val's phases 1 and 2. */
+#define STAMPS_PHASES 2
+/* Issue times by (queue, hw queue, tag): 4 MiB. */
+#define STAMPS_TAG_SLOTS (1 << 18)
+/* Queue times by bio address: 1 MiB. */
+#define STAMPS_BIO_SLOTS (1 << 16)
+/* |stamp - hook| by power of two of ns: 1 ns .. 8 ms and beyond. */
+#define STAMPS_ERR_SLOTS 24
+
+/* The one-hook tier's routes (top_key.route), named by the first bio's end_io. */
+enum stamps_route {
+	SR_DIRECT = 20,	     /* a direct I/O's end_io (iomap, a block device's) */
+	SR_WAITED = 21,	     /* submit_bio_wait: a small sync direct I/O, a metadata read, ... */
+	SR_BUFFERED = 22,    /* any other end_io: the page cache's reads and writeback, journals */
+	SR_FLUSH = 23,	     /* a cache flush (no bio) */
+	SR_PASSTHROUGH = 24, /* a driver command (REQ_OP_DRV_IN/OUT: NVMe passthrough, SG_IO) */
+	SR_OTHER = 25,	     /* any other request without a bio */
+};
+
+/* stamps_queue.mode, written by userspace after a check: which stamp a device's phases use. */
+enum stamps_mode {
+	SM_CHECKED = 1,	    /* a check decided: without it the phases wait for a check window */
+	SM_ISSUE_STAMP = 2, /* io_start_time_ns trusted for the device phase (else the hook) */
+	SM_QUEUE_STAMP = 4, /* start_time_ns trusted for the block phase's start (else the hook) */
+};
+
+struct stamps_queue {
+	__u32 dev; /* the disk this queue id was last seen with: a new disk resets the mode */
+	__u32 mode;
+};
+
+/* One stamp's check on one queue: the requests compared (both times read in the same run). */
+struct stamps_check_one {
+	__u64 n;	/* requests with the hooked time ... */
+	__u64 absent;	/* ... whose stamp was 0 (no queue stats, iostats off, passthrough) */
+	__u64 within;	/* ... within max(1 us, 2% of the hooked phase) */
+	__s64 skew_sum; /* sum of stamp - hooked time, ns */
+	__u64 err[STAMPS_ERR_SLOTS]; /* |stamp - hooked| by power of two */
+};
+
+struct stamps_check {
+	struct stamps_check_one issue; /* io_start_time_ns vs block_rq_issue */
+	struct stamps_check_one queue; /* start_time_ns vs the first bio's block_bio_queue */
+};
+
+struct stamps_val {
+	__u64 ios;
+	__u64 bytes;
+	__u64 sum[STAMPS_PHASES];
+	__u64 slots[STAMPS_PHASES * TOP_SLOTS];
+};
+
+struct stamps_slot {
+	__u64 key; /* the request (tag slots) or the bio (bio slots) it was written for */
+	__u64 ns;
+};
+
+enum stamps_counter {
+	SC_FULL,	 /* I/Os not aggregated: the row table was full */
+	SC_UNCHECKED,	 /* I/Os of a device not checked yet: counted, phases unknown */
+	SC_NO_HOOK_TIME, /* I/Os of a device timed by hooks whose hooked time was not found
+			  * (issued before the hook attached, or its slot reused): phases unknown */
+	SC_DISORDERED,	 /* times out of order (a stale stamp): phases not recorded */
+	SC_QUEUE_BEYOND, /* queue ids beyond STAMPS_MAX_QUEUES: phases unknown */
+	NR_STAMPS_COUNTERS,
+};
+
 #endif /* IOPATH_PHASES_H */

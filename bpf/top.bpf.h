@@ -31,19 +31,6 @@ struct {
 	__type(value, struct top_val);
 } top_zero SEC(".maps");
 
-static __always_inline __u32 top_slot(__u64 v)
-{
-	__u64 msb, sub;
-
-	if (v < (1ULL << TOP_MIN_MSB))
-		return 0;
-	msb = log2_u64(v);
-	if (msb > TOP_MAX_MSB)
-		return TOP_SLOTS - 1;
-	sub = (v >> (msb - TOP_SUB_BITS)) & (TOP_SUB - 1);
-	return 1 + ((msb - TOP_MIN_MSB) << TOP_SUB_BITS) + sub;
-}
-
 /* Atomic: a key is shared by every CPU its process's I/Os complete on. */
 static __always_inline void top_phase(struct top_val *v, __u32 p, __u64 ns)
 {

@@ -14,6 +14,13 @@ trap cleanup EXIT
 "$IOPATH" run --file "$W/file.dat" --size 1g --ios 1 >/dev/null 2>&1
 mkdir -p "$W/tmpfs"; mount -t tmpfs -o size=1100m tmpfs "$W/tmpfs"
 truncate -s 1g "$W/tmpfs/backing"; LOOP=$(losetup -f --show "$W/tmpfs/backing")
+# A loop device keeps the scheduler it last had across detach (tests/compare.rs leaves bfq: every
+# benchmark after the test suite measured bfq, 340k instead of 580k IOPS): set it, and say it.
+LOOP_SCHED=${LOOP_SCHED:-none}
+echo "$LOOP_SCHED" > "/sys/block/${LOOP#/dev/}/queue/scheduler"
+echo "# loop device $LOOP: scheduler $(grep -o '\[[^]]*\]' "/sys/block/${LOOP#/dev/}/queue/scheduler" | tr -d '[]')," \
+  "wbt_lat_usec $(cat "/sys/block/${LOOP#/dev/}/queue/wbt_lat_usec" 2>/dev/null || echo -)," \
+  "iostats $(cat "/sys/block/${LOOP#/dev/}/queue/iostats")" >&2
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # One run of the job -> "iops cpu_ns_per_io ios". Args: file|loop TARGET uring|aio QD RUNTIME_S;

@@ -12,6 +12,8 @@
 # serve holds BPF_ENABLE_STATS (its self-metrics): its own programs' clock reads are in the ratios.
 # Beside it, serve's floor: the same hooks attached with empty bodies (serve --empty-probes), what
 # any agent on these hooks pays before doing any work: a target below the floor is out of reach.
+# And the one-hook peer: a bpftrace script with the anchors' one block_rq_complete probe and a
+# histogram by disk (scripts/peer-one-hook.bt); serve's default must cost no more than it + 2%.
 # Ratios are with / without, paired run by run (scripts/paired.py: geometric mean, 95% interval).
 #   usage: sudo scripts/bench-serve-overhead.sh [RUNTIME_S=5] [REPEAT=5]
 # POINTS="file uring 32;getppid" measures those points alone (the names printed, ';' between).
@@ -51,21 +53,37 @@ with_serve() { # [--empty-probes] CMD...: CMD with serve's probes attached
   kill -TERM $pid; wait $pid || true
   sleep 1
 }
-printf '%-22s %12s %12s %12s  %-30s %s\n' point alone "with serve" "empty hooks" "serve ratio [95%]" "floor ratio [95%]"
+with_peer() { # CMD...: CMD under the bpftrace one-hook peer
+  bpftrace scripts/peer-one-hook.bt > "$W/bt.out" 2> "$W/bt.err" & local bt=$!
+  local i; for i in $(seq 300); do grep -q '^Attaching' "$W/bt.out" && break; sleep 0.1; done
+  grep -q '^Attaching' "$W/bt.out" || { echo "bench-serve-overhead: bpftrace did not attach: $(tail -3 "$W/bt.err")" >&2; exit 1; }
+  "$@"
+  kill -INT $bt; wait $bt || true
+}
+printf '%-22s %10s %10s %10s %10s  %-28s %-28s %s\n' point alone "serve" "empty" "peer" "serve ratio [95%]" \
+  "floor ratio [95%]" "serve vs peer [95%] (target >= 0.98x)"
 IFS=';' read -r -a points <<< "${POINTS:-loop uring 32;loop psync 1;file uring 1;file uring 32;syscalls;getppid}"
 for point in "${points[@]}"; do
-  : > "$W/a"; : > "$W/b"; : > "$W/c"
+  : > "$W/a"; : > "$W/b"; : > "$W/c"; : > "$W/d"
   for r in $(seq "$REPEAT"); do
-    # Rotate which goes first, so the host's drift hits both alike.
+    # Rotate which goes first, so the host's drift hits all alike.
     case $point in syscalls|getppid) run=($point) ;; *) run=(one $point) ;; esac
-    case $(( r % 3 )) in
-      1) "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b"; with_serve --empty-probes "${run[@]}" >> "$W/c" ;;
-      2) with_serve "${run[@]}" >> "$W/b"; with_serve --empty-probes "${run[@]}" >> "$W/c"; "${run[@]}" >> "$W/a" ;;
-      0) with_serve --empty-probes "${run[@]}" >> "$W/c"; "${run[@]}" >> "$W/a"; with_serve "${run[@]}" >> "$W/b" ;;
-    esac
+    arms=(a b c d)
+    for i in 0 1 2 3; do
+      case ${arms[$(( (i + r) % 4 ))]} in
+        a) "${run[@]}" >> "$W/a" ;;
+        b) with_serve "${run[@]}" >> "$W/b" ;;
+        c) with_serve --empty-probes "${run[@]}" >> "$W/c" ;;
+        d) with_peer "${run[@]}" >> "$W/d" ;;
+      esac
+    done
   done
   read -r ratio lo hi verdict < <(python3 scripts/paired.py "$W/b" "$W/a")
   read -r fr flo fhi fverdict < <(python3 scripts/paired.py "$W/c" "$W/a")
-  printf '%-22s %12.0f %12.0f %12.0f  %-30s %s\n' "$point" "$(median < "$W/a")" "$(median < "$W/b")" "$(median < "$W/c")" \
-    "$(printf '%.3fx [%.3f-%.3f] %s' "$ratio" "$lo" "$hi" "$verdict")" "$(printf '%.3fx [%.3f-%.3f] %s' "$fr" "$flo" "$fhi" "$fverdict")"
+  read -r pr plo phi _ < <(python3 scripts/paired.py "$W/b" "$W/d")
+  # serve within 2% of the peer: the interval's upper end reaches 0.98x.
+  pv=$(python3 -c "print('met' if $phi >= 0.98 else 'MISSED')")
+  printf '%-22s %10.0f %10.0f %10.0f %10.0f  %-28s %-28s %s\n' "$point" "$(median < "$W/a")" "$(median < "$W/b")" \
+    "$(median < "$W/c")" "$(median < "$W/d")" "$(printf '%.3fx [%.3f-%.3f] %s' "$ratio" "$lo" "$hi" "$verdict")" \
+    "$(printf '%.3fx [%.3f-%.3f] %s' "$fr" "$flo" "$fhi" "$fverdict")" "$(printf '%.3fx [%.3f-%.3f] %s' "$pr" "$plo" "$phi" "$pv")"
 done

@@ -184,6 +184,12 @@ pub struct TopArgs {
     /// first bio (block and device phases) and io_uring from its submission to its posting.
     #[arg(long)]
     pub sync_syscalls: bool,
+    /// The full phase set: submission and completion too, by process and thread, at ~1 us of
+    /// BPF an I/O over five hooks. Without it (the default) one hook at block_rq_complete reads
+    /// the request's own stamps (checked per device against hooked times): block and device
+    /// phases by cgroup, disk, route and op, no process. --sync-syscalls implies it.
+    #[arg(long)]
+    pub phases: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -207,6 +213,12 @@ pub struct ServeArgs {
     /// first bio (block and device phases) and io_uring from its submission to its posting.
     #[arg(long)]
     pub sync_syscalls: bool,
+    /// The full phase set: submission and completion too, at ~1 us of BPF an I/O over five
+    /// hooks. Without it (the default) one hook at block_rq_complete reads the request's own
+    /// stamps (checked per device against hooked times): block and device phases by cgroup,
+    /// disk, route and op. --sync-syscalls implies it.
+    #[arg(long)]
+    pub phases: bool,
     /// Attach serve's hooks with empty bodies: what they cost before any of their work, the
     /// floor `scripts/bench-serve-overhead.sh` sets beside serve. Metrics then count nothing.
     #[arg(long, hide = true)]

@@ -61,6 +61,10 @@ pub struct Doctor {
     /// dry run of their own; None when doctor could not load programs at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub always_on: Option<AlwaysOn>,
+    /// top and serve's default, the one-hook tier (bpf/stamps.bpf.c): its hooks loaded and
+    /// attached by a dry run of their own (hook, how), or the error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_hook: Option<Result<Vec<(String, String)>, String>>,
 }
 
 /// top and serve on this kernel: their hooks and how sync and aio I/O are timed.
@@ -187,12 +191,16 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     let mut plan = planned.clone();
     let mut dry_run = None;
     let mut always = None;
+    let mut one_hook = None;
     if privileged && btf && tfs.is_some() {
         if let Some(why) = planned.fatal() {
             problems.push(why);
         } else {
             let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
             always = Some(always_on(&facts, &ksyms));
+            let o = hooks::Options { top: true, one_hook: true, ..Default::default() };
+            one_hook =
+                Some(crate::probe::stamps::dry_run(hooks::plan(&facts, &o), &ksyms).map_err(|e| format!("{e:#}")));
             match crate::probe::load::dry_run(planned.clone(), &ksyms) {
                 Ok(p) => {
                     plan = p;
@@ -236,6 +244,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         notes,
         tracing_possible,
         always_on: always,
+        one_hook,
     }
 }
 
@@ -315,8 +324,24 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             (why, false) => writeln!(w, "    OFF  {}: {}", f.title, why.as_deref().unwrap_or("not loaded"))?,
         }
     }
+    if let Some(one) = &d.one_hook {
+        writeln!(w, "\n  one hook ('iopath top' and 'serve' by default, loaded and attached for real):")?;
+        match one {
+            Err(e) => writeln!(w, "    FAILED  {e}")?,
+            Ok(h) => {
+                for (hook, how) in h {
+                    writeln!(w, "    {hook:<28} {how}")?;
+                }
+                writeln!(
+                    w,
+                    "    block and device phases from each request's stamps, trusted per device only once checked \
+                     against the hooks (top's header, iopath_stamps_trusted); no process, submission or completion"
+                )?;
+            }
+        }
+    }
     if let Some(a) = &d.always_on {
-        writeln!(w, "\n  always on ('iopath top' and 'serve', their programs loaded and attached for real):")?;
+        writeln!(w, "\n  always on with --phases ('iopath top' and 'serve', loaded and attached for real):")?;
         match &a.error {
             Some(e) => writeln!(w, "    FAILED  {e}")?,
             None => {

@@ -236,6 +236,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         top: false,
         sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
+        one_hook: false,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -442,6 +443,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         top: false,
         sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
+        one_hook: false,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

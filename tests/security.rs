@@ -341,7 +341,7 @@ fn hostile_names_reach_no_terminal_table_or_exposition_raw() {
     let mut g =
         Command::new("sh").args(["-c", &cmd]).arg(&gen).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     // top --batch: no control character of theirs reaches the terminal, and no row is forged.
-    let out = iopath(&["top", "--batch", "--count", "3", "--interval", "1s"]);
+    let out = iopath(&["top", "--phases", "--batch", "--count", "3", "--interval", "1s"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "a control character reached the terminal: {text:?}");
@@ -349,7 +349,7 @@ fn hostile_names_reach_no_terminal_table_or_exposition_raw() {
     assert!(!text.lines().any(|l| l.starts_with("<b>")), "a newline forged a row: {text}");
     // serve: the exposition stays valid for Prometheus's own parser, labels escaped.
     let mut serve = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:19477", "--interval", "1s"])
+        .args(["serve", "--phases", "--listen", "127.0.0.1:19477", "--interval", "1s"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -423,7 +423,7 @@ fn top_names_a_process_for_what_it_runs_now() {
         b = bin()
     );
     let mut p = Command::new("python3").args(["-c", &py]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let out = iopath(&["top", "--batch", "--count", "9", "--interval", "1s"]);
+    let out = iopath(&["top", "--phases", "--batch", "--count", "9", "--interval", "1s"]);
     let _ = p.wait();
     let text = String::from_utf8_lossy(&out.stdout);
     let pid = p.id().to_string();

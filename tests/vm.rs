@@ -144,6 +144,7 @@ fn portability_doctor_and_four_phases() {
         // Every kernel of the rig but 5.10 (the compat build) times pread by fentry.
         assert_eq!(fentry, kernel != "5.10", "{kernel}: doctor's always-on sync_fentry");
         top_counts_without_syscall_hooks(&kernel, &dir.join("top"), fentry);
+        one_hook_counts_every_read(&kernel, &dir.join("top"));
         if kernel == "5.10" {
             compat_build_traces(&dir);
             continue;
@@ -253,6 +254,37 @@ fn top_counts_without_syscall_hooks(kernel: &str, dir: &Path, fentry: bool) {
             "{kernel}: top counted {ios:.0} {route} I/Os, the generator {own}:\n{text}"
         );
     }
+}
+
+/// top's default, the one-hook tier (top1.txt, beside the full set's top.txt): the generator's
+/// aio and psync reads on nvme0n1 counted within 1% whatever their route (direct, waited: by
+/// end_io), nvme0n1's stamps judged (a verdict line), and the device phase shown once judged.
+fn one_hook_counts_every_read(kernel: &str, dir: &Path) {
+    let text = std::fs::read_to_string(dir.join("top1.txt")).unwrap();
+    let own: f64 = ["run.json", "run-psync.json"].iter().map(|r| json(&dir.join(r))["ios"].as_f64().unwrap()).sum();
+    let (mut ios, mut frame_s, mut dev_shown) = (0.0, 0.0, false);
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("iopath top: ") {
+            frame_s = rest.split(" in ").nth(1).and_then(|x| x.split(' ').next()).unwrap().parse::<f64>().unwrap();
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 12 && f[0] == "-" && f[3] == "nvme0n1" && f[5] == "read" {
+            // No process and no submission or completion in this tier: unknown, never a zero.
+            assert!(f[1] == "(--phases)" && f[8] == "-/-" && f[11] == "-/-", "{kernel}: {l}");
+            dev_shown |= f[10] != "-/-";
+            ios += f[6].parse::<f64>().unwrap() * frame_s;
+        }
+    }
+    assert!(
+        (ios - own).abs() <= own * 0.01 + 2.0,
+        "{kernel}: one hook counted {ios:.0} reads, the generator {own}:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("nvme0n1: device phase")),
+        "{kernel}: no verdict for nvme0n1:\n{text}"
+    );
+    assert!(dev_shown, "{kernel}: the device phase of nvme0n1 never shown:\n{text}");
 }
 
 /// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object

@@ -21,6 +21,8 @@ use super::session::{Doorbell, Lean, PageCacheMode};
 pub enum Obj {
     Phases,
     Counts,
+    /// The one-hook tier (bpf/stamps.bpf.c): top and serve's default.
+    Stamps,
 }
 
 /// What a set of hooks gives the report. A feature is on or off as a whole: its hooks only mean
@@ -56,10 +58,16 @@ pub enum Feature {
     /// top and serve: the positional sync calls (pread64, pwritev2 ...) timed by fentry/fexit on
     /// their own kernel functions, where fentry works: only those calls pay.
     SyncFentry,
+    /// top and serve's one-hook tier: the block and device phases from the request's own stamps
+    /// at block_rq_complete.
+    Stamps,
+    /// ... the hooks its stamps are checked against (a check window), and that time a device
+    /// whose stamps are absent or off.
+    StampsCheck,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 21] = [
+    pub const ALL: [Feature; 23] = [
         Feature::BlockCore,
         Feature::Syscalls,
         Feature::Uring,
@@ -81,6 +89,8 @@ impl Feature {
         Feature::ProcessTree,
         Feature::BioEnd,
         Feature::SyncFentry,
+        Feature::Stamps,
+        Feature::StampsCheck,
     ];
 
     /// How reports and doctor name it.
@@ -107,6 +117,8 @@ impl Feature {
             Feature::ProcessTree => "process tree (forks)",
             Feature::BioEnd => "I/Os closed at their last bio's end (top, serve)",
             Feature::SyncFentry => "sync pread/pwrite timed by fentry (top, serve)",
+            Feature::Stamps => "block and device phases from the request's stamps (top, serve: one hook)",
+            Feature::StampsCheck => "the stamps checked against hooked times, per device (top, serve)",
         }
     }
 
@@ -408,6 +420,7 @@ pub struct HookSpec {
 
 const P: Obj = Obj::Phases;
 const C: Obj = Obj::Counts;
+const S: Obj = Obj::Stamps;
 
 const fn tp(tracepoint: &'static str, progs: &'static [Prog]) -> Variant {
     Variant { tracepoint, progs }
@@ -527,6 +540,27 @@ pub const HOOKS: &[HookSpec] = &[
         BlockCore,
         "request completed by the device",
         [tp("block_rq_complete", &[btf(P, "rq_complete_btf"), raw(P, "rq_complete_raw")])]
+    ),
+    hook!(
+        "block:block_rq_complete",
+        "block",
+        Stamps,
+        "top and serve (one hook): a request's block and device phases from its own stamps",
+        [tp("block_rq_complete", &[btf(S, "stamps_complete"), raw(S, "stamps_complete_raw")])]
+    ),
+    hook!(
+        "block:block_rq_issue",
+        "block",
+        StampsCheck,
+        "top and serve: issue times the stamps are checked against (a check window), or that time a device",
+        [tp("block_rq_issue", &[btf(S, "stamps_issue"), raw(S, "stamps_issue_raw")])]
+    ),
+    hook!(
+        "block:block_bio_queue",
+        "block",
+        StampsCheck,
+        "top and serve: queue times the stamps are checked against (a check window), or that time a device",
+        [tp("block_bio_queue", &[raw(S, "stamps_bio_queue_raw")])]
     ),
     hook!(
         "block:block_bio_backmerge",
@@ -756,7 +790,14 @@ pub struct Options {
     /// ... with the syscall hooks (`--sync-syscalls`): sync and aio submission timed, at a cost
     /// on every system call of every process.
     pub sync_syscalls: bool,
+    /// top and serve's one-hook tier (their default; `--phases` attaches the full set).
+    pub one_hook: bool,
 }
+
+/// Why the one-hook tier leaves every other hook out.
+pub const ONE_HOOK_ONLY: &str =
+    "one-hook tier (top and serve's default): the request's stamps give the block and device phases; \
+     --phases attaches the full set (submission, completion, the process)";
 
 /// Why always-on (top and serve without --sync-syscalls) leaves the syscall hooks out.
 pub const ALWAYS_ON_NO_SYSCALLS: &str =
@@ -847,6 +888,14 @@ fn unused_why(h: &HookSpec, o: &Options, k: &KernelFacts) -> Option<String> {
     }
     let count = o.pagecache == PageCacheMode::Count;
     let always_on = o.top && !o.sync_syscalls;
+    let stamps = matches!(f, Feature::Stamps | Feature::StampsCheck);
+    if o.one_hook != stamps {
+        return Some(if o.one_hook {
+            ONE_HOOK_ONLY.into()
+        } else {
+            "only top and serve's one-hook tier (their default without --phases)".into()
+        });
+    }
     match f {
         Feature::BioEnd if !o.top => {
             return Some("only for top and serve (a trace closes each I/O at its route's end)".into())
@@ -1051,9 +1100,11 @@ impl Plan {
         self.features.iter().find(|s| s.feature == f).expect("every feature has a state")
     }
 
-    /// Why the trace cannot run at all (the block core is off), else None.
+    /// Why the trace cannot run at all (the block core is off: the one hook's, in the one-hook
+    /// tier), else None.
     pub fn fatal(&self) -> Option<String> {
-        let s = self.state(Feature::BlockCore);
+        let core = if self.state(Feature::Stamps).unused { Feature::BlockCore } else { Feature::Stamps };
+        let s = self.state(core);
         s.why.as_ref().map(|w| format!("the {} cannot be traced on this kernel: {w}", s.title))
     }
 

@@ -13,6 +13,7 @@ pub mod log;
 pub mod sampler;
 pub mod series;
 pub mod session;
+pub mod stamps;
 pub mod tracefs;
 pub mod vmstat;
 
@@ -29,6 +30,11 @@ pub(crate) mod phases_skel {
 #[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]
 pub(crate) mod counts_skel {
     include!(concat!(env!("OUT_DIR"), "/counts.skel.rs"));
+}
+
+#[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]
+pub(crate) mod stamps_skel {
+    include!(concat!(env!("OUT_DIR"), "/stamps.skel.rs"));
 }
 
 #[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]

@@ -83,6 +83,8 @@ pub struct TraceOpts {
     pub sync_syscalls: bool,
     /// With `events`: every interrupt on `irqs` as a time stamp too (a timeline: --perfetto).
     pub irq_stamps: bool,
+    /// top / serve's one-hook tier (probe::stamps) instead of the full set.
+    pub one_hook: bool,
 }
 
 /// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
@@ -91,6 +93,8 @@ pub struct LiveMaps {
     pub top: i32,
     pub phase_counters: i32,
     pub count_counters: i32,
+    /// The one-hook tier's counters (`enum stamps_counter`); -1 with the full set.
+    pub stamps_counters: i32,
     /// Every hook of the session: its name, whether it attached, and how (tp_btf, raw_tp ...).
     pub hooks: Vec<(String, bool, String)>,
     /// The attached hooks' programs (hook, program fd): their run counts and times, live (with
@@ -255,6 +259,7 @@ impl TraceOpts {
             force_compat: super::hooks::force_compat(),
             top: self.top,
             sync_syscalls: self.sync_syscalls,
+            one_hook: self.one_hook,
         }
     }
 }
@@ -266,7 +271,7 @@ pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Resul
 
 /// This kernel's plan for these options, or why it cannot trace at all. tracefs stays mounted
 /// while the returned guard lives.
-fn plan_for(opts: &TraceOpts) -> Result<(Tracefs, super::hooks::Plan)> {
+pub(crate) fn plan_for(opts: &TraceOpts) -> Result<(Tracefs, super::hooks::Plan)> {
     let tfs = Tracefs::ensure()?;
     let facts = super::facts::KernelFacts::gather_with(Some(&tfs), true);
     let plan = super::hooks::plan(&facts, &opts.hook_options());
@@ -407,6 +412,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
         top: phases.maps.top.as_fd().as_raw_fd(),
         phase_counters: collectors.series_fds.phase_counters,
         count_counters: collectors.series_fds.count_counters,
+        stamps_counters: -1,
         hooks: probes.iter().map(|p| (p.name.clone(), p.attached, p.via.clone())).collect(),
         progs: probes.iter().filter(|p| p.attached && p.prog_fd > 0).map(|p| (p.name.clone(), p.prog_fd)).collect(),
         ios: phases.maps.ios.as_fd().as_raw_fd(),

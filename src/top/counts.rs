@@ -61,6 +61,11 @@ impl Key {
     }
 }
 
+/// bpf/phases.h STAMPS_NO_PROCESS: a one-hook row (completion runs where no process is known).
+pub const NO_PROCESS: u32 = u32::MAX;
+/// How top names the one-hook tier's rows: every process of the cgroup, none measured.
+pub const NO_PROCESS_COMM: &str = "(--phases)";
+
 /// bpf/phases.h TOP_ROUTE_*: bios of no I/O a route follows, counted as I/Os of their own.
 pub const ROUTE_PAGECACHE: u16 = 16;
 pub const ROUTE_WRITEBACK: u16 = 17;
@@ -78,6 +83,12 @@ pub fn route_name(route: u16) -> &'static str {
         ROUTE_PAGECACHE => "pagecache",
         // Queued by a kernel thread: the flushers, the journal, kworkers.
         ROUTE_WRITEBACK => "writeback",
+        // The one-hook tier (enum stamps_route): the first bio's end_io names the route.
+        20 => "direct",
+        21 => "waited",
+        22 => "buffered",
+        23 => "flush",
+        24 => "passthrough",
         _ => "other",
     }
 }
@@ -126,6 +137,28 @@ impl Counts {
         }
         for (i, s) in c.slots.iter_mut().enumerate() {
             *s = w(2 + TOP_PHASES + i)?;
+        }
+        Some(c)
+    }
+
+    /// From the one-hook tier's per-CPU value (`struct stamps_val`: ios, bytes, sum[2],
+    /// slots[2 * TOP_SLOTS]), one CPU's copy after another: summed, its block and device phases
+    /// as phases 1 and 2 (submission and completion stay empty: not measured, never a zero).
+    pub fn from_stamps_percpu(b: &[u8], ncpu: usize) -> Option<Counts> {
+        let words = 4 + 2 * TOP_SLOTS;
+        let mut c = Counts::default();
+        for cpu in 0..ncpu {
+            let at = cpu * words;
+            let w = |i: usize| {
+                b.get((at + i) * 8..(at + i) * 8 + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap_or([0; 8])))
+            };
+            c.ios += w(0)?;
+            c.bytes += w(1)?;
+            c.sum[1] += w(2)?;
+            c.sum[2] += w(3)?;
+            for i in 0..2 * TOP_SLOTS {
+                c.slots[TOP_SLOTS + i] += w(4 + i)?;
+            }
         }
         Some(c)
     }

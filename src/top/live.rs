@@ -106,7 +106,12 @@ fn comm(roots: &SysRoots, tgid: u32) -> Option<String> {
 
 impl Reader {
     pub fn new(maps: LiveMaps, pods_root: std::path::PathBuf) -> anyhow::Result<Reader> {
-        let expiry = Some(crate::probe::expire::Expiry::new([maps.ios, maps.ios_held], [maps.links, maps.links_held])?);
+        // The one-hook tier keeps no per-I/O slot: nothing to expire.
+        let expiry = if maps.ios >= 0 {
+            Some(crate::probe::expire::Expiry::new([maps.ios, maps.ios_held], [maps.links, maps.links_held])?)
+        } else {
+            None
+        };
         let mut r = Reader {
             expiry,
             reads: 0,
@@ -150,7 +155,7 @@ impl Reader {
 
     fn counter(&mut self, c: Counter) -> u64 {
         let mut n = 0;
-        for fd in [self.maps.phase_counters, self.maps.count_counters] {
+        for fd in [self.maps.phase_counters, self.maps.count_counters].into_iter().filter(|fd| *fd >= 0) {
             if crate::probe::series::lookup_percpu(fd, c as u32, 8, self.ncpu, &mut self.buf) {
                 n += self.buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum::<u64>();
             }
@@ -164,7 +169,13 @@ impl Reader {
         let mut out = BTreeMap::new();
         let mut key = [0u8; KEY_BYTES];
         let mut next = [0u8; KEY_BYTES];
-        let mut value = vec![0u8; 8 * (2 + super::counts::TOP_PHASES * (1 + super::counts::TOP_SLOTS))];
+        let one_hook = self.maps.stamps_counters >= 0;
+        let mut value = if one_hook {
+            // Per CPU: struct stamps_val, a multiple of 8 bytes.
+            vec![0u8; 8 * (4 + 2 * super::counts::TOP_SLOTS) * self.ncpu]
+        } else {
+            vec![0u8; 8 * (2 + super::counts::TOP_PHASES * (1 + super::counts::TOP_SLOTS))]
+        };
         let mut first = true;
         // Bounded: a key deleted under the walk restarts it from the first key (the kernel's
         // get_next_key), which must not loop for ever; the table holds 1024 keys.
@@ -191,7 +202,8 @@ impl Reader {
                 continue;
             }
             let k = Key::from_bytes(&key);
-            if let Some(c) = Counts::from_bytes(&value) {
+            let c = if one_hook { Counts::from_stamps_percpu(&value, self.ncpu) } else { Counts::from_bytes(&value) };
+            if let Some(c) = c {
                 out.insert(k, c);
             }
         }
@@ -249,6 +261,12 @@ impl Reader {
                 procs.insert(0, Proc { comm: KERNEL_THREADS.into(), cgroup: "?".into(), ctx: None, container: None });
                 continue;
             }
+            if k.tgid == super::counts::NO_PROCESS {
+                // The one-hook tier: completion names no process (--phases does).
+                let comm = super::counts::NO_PROCESS_COMM.into();
+                procs.insert(k.tgid, Proc { comm, cgroup: "?".into(), ctx: None, container: None });
+                continue;
+            }
             let alive = self.roots.proc.join(k.tgid.to_string()).exists();
             if !alive {
                 gone.push(k.tgid);
@@ -286,7 +304,14 @@ impl Reader {
             .iter()
             .map(|(dev, v)| (*dev, v.iter().filter_map(|i| ints.get(i)).map(|(n, _)| n).sum::<u64>()))
             .collect();
-        let mut lost: BTreeMap<String, u64> = LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect();
+        let mut lost: BTreeMap<String, u64> = if self.maps.stamps_counters >= 0 {
+            crate::probe::stamps::COUNTERS
+                .iter()
+                .map(|(c, why)| (why.to_string(), percpu_sum(self.maps.stamps_counters, *c, self.ncpu, &mut self.buf)))
+                .collect()
+        } else {
+            LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect()
+        };
         self.reads += 1;
         if let Some(e) = self.expiry.as_mut() {
             if self.reads % SWEEP_EVERY == 0 {
@@ -317,13 +342,26 @@ impl Reader {
         // have opened or closed is then counted elsewhere ("expired ...") or not at all.
         lost.insert("recursion misses".into(), infos.iter().map(|(_, i)| i.recursion_misses).sum());
         let bpf = infos.into_iter().map(|(hook, i)| (hook, (i.run_cnt, i.run_time_ns))).collect();
-        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf, cgroups }
+        Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf, cgroups, stamps: None }
     }
+}
+
+/// A per-CPU u64 counter, summed.
+fn percpu_sum(fd: i32, key: u32, ncpu: usize, buf: &mut Vec<u8>) -> u64 {
+    if !crate::probe::series::lookup_percpu(fd, key, 8, ncpu, buf) {
+        return 0;
+    }
+    buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum()
 }
 
 /// After a read: rows deleted from the kernel start again from zero, so the baseline for the
 /// next frame drops them (a process id reused later counts afresh).
 pub fn forget_gone(s: &mut Snapshot) {
-    let gone: Vec<u32> = s.procs.iter().filter(|(t, p)| **t != 0 && p.ctx.is_none()).map(|(t, _)| *t).collect();
+    let gone: Vec<u32> = s
+        .procs
+        .iter()
+        .filter(|(t, p)| **t != 0 && **t != super::counts::NO_PROCESS && p.ctx.is_none())
+        .map(|(t, _)| *t)
+        .collect();
     s.rows.retain(|k, _| !gone.contains(&k.tgid));
 }

@@ -52,6 +52,8 @@ pub struct Exporter {
     /// Each hook's program: runs and ns, cumulative (the kernel's own counters).
     bpf: BTreeMap<String, (u64, u64)>,
     hooks: Vec<(String, bool, String)>,
+    /// The one-hook tier's checks, by disk name, as of the last refresh.
+    stamps: BTreeMap<String, crate::probe::stamps::Trust>,
     pub refreshes: u64,
 }
 
@@ -129,6 +131,12 @@ impl Exporter {
         for (hook, v) in &cur.bpf {
             self.bpf.insert(hook.clone(), *v);
         }
+        if let Some(st) = &cur.stamps {
+            for (dev, t) in &st.trust {
+                let disk = cur.devs.get(dev).cloned().unwrap_or_else(|| format!("{}:{}", dev >> 20, dev & 0xfffff));
+                self.stamps.insert(disk, t.clone());
+            }
+        }
         for (what, n) in &cur.kernel {
             *self.kernel.entry(what.clone()).or_default() +=
                 n.saturating_sub(prev.kernel.get(what).copied().unwrap_or(0));
@@ -205,7 +213,10 @@ impl prometheus_client::collector::Collector for View {
             let mut m = enc.encode_descriptor(
                 "iopath_io_latency",
                 "Time each closed I/O spent in each phase (submission: syscall to first bio queued; block: \
-                 queued to issued; device: issued to completed; completion: completed to reaped)",
+                 queued to issued; device: issued to completed; completion: completed to reaped). Without \
+                 --phases (one hook at block_rq_complete) only block and device, from the request's stamps \
+                 where checked (iopath_stamps_trusted), by cgroup, disk, route (the bio's end_io) and op: no \
+                 process is measured there",
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
@@ -225,6 +236,11 @@ impl prometheus_client::collector::Collector for View {
                         }
                     }
                     buckets.push((f64::MAX, cum - given));
+                    if cum == 0 {
+                        // Never timed (the one-hook tier's submission and completion, sync and
+                        // aio submission without syscall hooks): no series, never a zero.
+                        continue;
+                    }
                     let mut l = labels(k);
                     l.push(("phase".into(), (*phase).into()));
                     m.encode_family(&l)?.encode_histogram::<Labels>(
@@ -275,20 +291,62 @@ impl prometheus_client::collector::Collector for View {
         counters(
             &mut enc,
             "iopath_bpf_runs",
-            "Runs of each of iopath's BPF programs (by hook), since it loaded",
+            "Runs of each of iopath's BPF programs (by hook) while the kernel timed them: since it loaded with \
+             --phases, in 1-s windows every 10 s in the one-hook tier (BPF_ENABLE_STATS costs ~9% of a CPU-bound \
+             device's IOPS by itself)",
             None,
             e.bpf.iter().map(|(h, (runs, _))| (vec![("prog".to_owned(), h.clone().into())], *runs)),
         )?;
         {
             let mut m = enc.encode_descriptor(
                 "iopath_bpf_run",
-                "CPU time of each of iopath's BPF programs (by hook), since it loaded: what the agent costs",
+                "CPU time of each of iopath's BPF programs (by hook) over the runs iopath_bpf_runs counts: what \
+                 the agent costs",
                 Some(&Unit::Seconds),
                 MetricType::Counter,
             )?;
             for (h, (_, ns)) in &e.bpf {
                 let l: Labels = vec![("prog".into(), h.clone().into())];
                 m.encode_family(&l)?.encode_counter::<Labels, f64, f64>(&(*ns as f64 / 1e9), None)?;
+            }
+        }
+        {
+            use crate::probe::stamps::{Stamp, Verdict};
+            let each =
+                |t: &crate::probe::stamps::Trust| [(Stamp::Issue, t.issue.clone()), (Stamp::Queue, t.queue.clone())];
+            let mut m = enc.encode_descriptor(
+                "iopath_stamps_trusted",
+                "One-hook tier: 1 where the request's stamp (io_start_time_ns: device phase, start_time_ns: block \
+                 phase) was within max(1 us, 2%) of its hook on 99% of the requests checked, 0 where the hook times \
+                 that phase instead; a disk not checked yet has no series",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (disk, t) in &e.stamps {
+                for (s, v) in each(t) {
+                    if matches!(v, Verdict::Unchecked) {
+                        continue;
+                    }
+                    let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
+                    m.encode_family(&l)?.encode_gauge(&(v.trusted() as i64))?;
+                }
+            }
+            let mut m = enc.encode_descriptor(
+                "iopath_stamps_error_p99",
+                "One-hook tier: the 99th percentile of |stamp - hooked time| on the requests of the last check \
+                 (a power of two's upper bound)",
+                Some(&Unit::Seconds),
+                MetricType::Gauge,
+            )?;
+            for (disk, t) in &e.stamps {
+                for (s, v) in each(t) {
+                    let ns = match v {
+                        Verdict::Trusted { err_p99_ns, .. } | Verdict::Hooked { err_p99_ns, .. } => err_p99_ns,
+                        Verdict::Unchecked => continue,
+                    };
+                    let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
+                    m.encode_family(&l)?.encode_gauge(&(ns as f64 / 1e9))?;
+                }
             }
         }
         {

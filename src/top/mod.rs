@@ -20,6 +20,7 @@ use anyhow::{bail, Result};
 
 use crate::cli::{ServeArgs, TopArgs};
 use crate::probe::session::{self, LiveMaps, TraceOpts};
+use crate::probe::stamps::Checker;
 use table::{GroupBy, SortBy};
 
 /// The exposition as of the last refresh, whole: a scrape gets one refresh's numbers or the
@@ -44,12 +45,15 @@ struct Loop {
     pods_root: std::path::PathBuf,
     sync_syscalls: bool,
     empty_probes: bool,
+    /// The full phase set (`--phases`; `--sync-syscalls` implies it), else the one-hook tier.
+    phases: bool,
 }
 
-fn opts(sync_syscalls: bool, empty_probes: bool) -> TraceOpts {
+fn opts(l: &Loop) -> TraceOpts {
     TraceOpts {
-        sync_syscalls,
-        empty_probes,
+        sync_syscalls: l.sync_syscalls,
+        empty_probes: l.empty_probes,
+        one_hook: !l.phases,
         // Every process: system-wide.
         tgid: 0,
         // SAFETY: gettid has no preconditions.
@@ -96,6 +100,7 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
             pods_root: a.pods_root,
             sync_syscalls: a.sync_syscalls,
             empty_probes: false,
+            phases: a.phases || a.sync_syscalls,
         },
         a.listen.as_deref(),
         "top",
@@ -115,6 +120,7 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             pods_root: a.pods_root,
             sync_syscalls: a.sync_syscalls,
             empty_probes: a.empty_probes,
+            phases: a.phases || a.sync_syscalls,
         },
         Some(&a.listen),
         "serve",
@@ -137,7 +143,12 @@ fn run(mut l: Loop, listen: Option<&str>, cmd: &str) -> Result<()> {
             l.exposition = Some(exp.clone());
             s.spawn(move || http::serve(lst, exp))
         });
-        let r = session::trace_live(&opts(l.sync_syscalls, l.empty_probes), |maps| refresh_loop(&l, maps));
+        let o = opts(&l);
+        let r = if l.phases {
+            session::trace_live(&o, |maps| refresh_loop(&l, maps, None)).map(|_| ())
+        } else {
+            crate::probe::stamps::live(&o, |maps, checker| refresh_loop(&l, maps, Some(checker)))
+        };
         // The server stops with the loop (it polls the same stop request).
         crate::stop::request();
         if let Some(h) = server {
@@ -147,18 +158,24 @@ fn run(mut l: Loop, listen: Option<&str>, cmd: &str) -> Result<()> {
     })
 }
 
-/// Waits until `deadline`, returning early on a stop request.
-fn sleep_until(deadline: Instant) {
+/// Waits until `deadline`, returning early on a stop request; the one-hook tier's check windows
+/// open and close on time meanwhile.
+fn sleep_until(deadline: Instant, checker: &mut Option<&mut Checker<'_>>) {
     while !crate::stop::requested() {
         let now = Instant::now();
+        if let Some(c) = checker.as_mut() {
+            c.tick(now);
+        }
         if now >= deadline {
             return;
         }
+        // 50 ms: a stop request is answered soon; the checker does no system call on a tick
+        // outside its windows but one per-CPU counter read.
         std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
     }
 }
 
-fn refresh_loop(l: &Loop, maps: LiveMaps) -> Result<()> {
+fn refresh_loop(l: &Loop, maps: LiveMaps, mut checker: Option<&mut Checker<'_>>) -> Result<()> {
     let mut exporter = metrics::Exporter::new(l.cgroups, maps.hooks.clone());
     let mut reader = live::Reader::new(maps, l.pods_root.clone())?;
     let publish = |e: &metrics::Exporter| -> Result<()> {
@@ -179,19 +196,32 @@ fn refresh_loop(l: &Loop, maps: LiveMaps) -> Result<()> {
     let mut frames = 0u64;
     let out = loop {
         if let Some(t) = tui.as_mut() {
-            match t.wait_until(next) {
-                Ok(true) => {}
-                Ok(false) => break Ok(()),
-                Err(e) => break Err(e),
+            // Keys are read until `next`, in steps that keep the check windows on time.
+            let mut quit = None;
+            while Instant::now() < next && quit.is_none() {
+                if let Some(c) = checker.as_mut() {
+                    c.tick(Instant::now());
+                }
+                match t.wait_until(next.min(Instant::now() + Duration::from_millis(250))) {
+                    Ok(true) => {}
+                    Ok(false) => quit = Some(Ok(())),
+                    Err(e) => quit = Some(Err(e)),
+                }
+            }
+            if let Some(q) = quit {
+                break q;
             }
         } else {
-            sleep_until(next);
+            sleep_until(next, &mut checker);
         }
         if crate::stop::requested() {
             break Ok(());
         }
         next += l.interval;
         let mut cur = reader.read();
+        if let Some(c) = checker.as_deref() {
+            cur.stamps = Some(c.state());
+        }
         exporter.absorb(&prev, &cur);
         publish(&exporter)?;
         match &l.show {

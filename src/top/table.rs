@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::counts::{route_name, Counts, Key, TOP_PHASES};
+use super::counts::{route_name, Counts, Key, NO_PROCESS, TOP_PHASES};
 
 /// A process doing I/O, as /proc named it when it was first seen.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -43,6 +43,9 @@ pub struct Snapshot {
     /// The io cgroups the rows' bios named (Key::cgroup), by id.
     #[serde(default)]
     pub cgroups: BTreeMap<u64, Cgroup>,
+    /// The one-hook tier's stamp checks (None: the full set, `--phases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<crate::probe::stamps::StampsState>,
 }
 
 /// An io cgroup a bio was charged to, as its hierarchy names it.
@@ -162,6 +165,8 @@ pub struct Frame {
     pub lost: BTreeMap<String, u64>,
     /// The probes' CPU time in this frame per I/O counted (None: no I/O, or no run times).
     pub bpf_ns_per_io: Option<f64>,
+    /// The one-hook tier: how each disk's phases are timed (its stamps, checked, or hooks).
+    pub stamps: Vec<String>,
 }
 
 fn disk_name(s: &Snapshot, dev: u32) -> String {
@@ -192,8 +197,9 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
     let mut disk_ios: BTreeMap<u32, u64> = BTreeMap::new();
     let mut who_ios: BTreeMap<String, u64> = BTreeMap::new();
     let who = |k: &Key| match by {
-        // A kernel thread's bios (tgid 0) are one row per cgroup they were charged to.
-        GroupBy::Process if k.tgid == 0 => format!("0 {}", cur.cgroup_of(k).0),
+        // A kernel thread's bios (tgid 0), and the one-hook tier's rows (no process measured),
+        // are one row per cgroup they were charged to.
+        GroupBy::Process if k.tgid == 0 || k.tgid == NO_PROCESS => format!("{} {}", k.tgid, cur.cgroup_of(k).0),
         GroupBy::Process => k.tgid.to_string(),
         GroupBy::Cgroup => cur.cgroup_of(k).0.to_owned(),
         GroupBy::Pod => {
@@ -236,7 +242,7 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
             };
             let ctx_per_io = who_ctx.get(&w).copied().flatten().map(|n| n as f64 / who_ios[&w].max(1) as f64);
             Row {
-                pid: (by == GroupBy::Process).then_some(tgid),
+                pid: (by == GroupBy::Process && tgid != NO_PROCESS).then_some(tgid),
                 comm: if by == GroupBy::Process { p.comm.clone() } else { String::new() },
                 // Grouped by pod, the column names the pod (its key), not one process's cgroup.
                 cgroup: if by == GroupBy::Pod { w.clone() } else { cur.cgroup_of(&key).0.to_owned() },
@@ -258,8 +264,13 @@ pub fn frame(prev: &Snapshot, cur: &Snapshot, by: GroupBy, sort: SortBy) -> Fram
         cur.lost.iter().map(|(k, v)| (k.clone(), v.saturating_sub(prev.lost.get(k).copied().unwrap_or(0)))).collect();
     let ios: u64 = rows.iter().map(|r| r.ios).sum();
     let bpf_ns: u64 = cur.bpf.iter().map(|(k, (_, ns))| ns.saturating_sub(prev.bpf.get(k).map_or(0, |p| p.1))).sum();
-    let bpf_ns_per_io = (ios > 0 && bpf_ns > 0).then(|| bpf_ns as f64 / ios as f64);
-    Frame { dur_s, ios, rows, lost, bpf_ns_per_io }
+    let bpf_ns_per_io = match &cur.stamps {
+        // The one-hook tier times its programs in short windows: the last window's figure.
+        Some(st) => st.bpf_ns_per_io,
+        None => (ios > 0 && bpf_ns > 0).then(|| bpf_ns as f64 / ios as f64),
+    };
+    let stamps = cur.stamps.as_ref().map(|st| st.describe(|d| disk_name(cur, d))).unwrap_or_default();
+    Frame { dur_s, ios, rows, lost, bpf_ns_per_io, stamps }
 }
 
 pub fn sort_rows(rows: &mut [Row], sort: SortBy) {
@@ -346,12 +357,25 @@ pub fn render_text(f: &Frame, by: GroupBy, sort: SortBy, limit: usize, w: &mut i
     )?;
     if let Some(ns) = f.bpf_ns_per_io {
         write!(w, "; BPF {ns:.0} ns per I/O")?;
+        if !f.stamps.is_empty() {
+            // The one-hook tier has the kernel time its programs only in short windows.
+            write!(w, " (timed 1 s in 10)")?;
+        }
     }
     if lost > 0 {
         let why: Vec<String> = f.lost.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
         write!(w, "; NOT COUNTED {lost} ({})", why.join(", "))?;
     }
     writeln!(w)?;
+    if !f.stamps.is_empty() {
+        writeln!(
+            w,
+            "one hook (block_rq_complete): no process measured (--phases has them); submission and completion unknown"
+        )?;
+    }
+    for l in &f.stamps {
+        writeln!(w, "  {l}")?;
+    }
     let line = |c: &[String]| {
         c.iter()
             .zip(WIDTHS)

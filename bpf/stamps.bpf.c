@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The one-hook tier of top and serve: the block and device phases of every request from one
+ * program at block_rq_complete, reading the request's own clock. The full phase set (phases.bpf.c)
+ * costs five hooks and ~1 us of BPF an I/O; this costs one and no state shared between CPUs.
+ *
+ * The kernel's stamps lie in known cases (since 6.9 a plug's cached clock, stale across
+ * preemption until a 6.18-stable fix; io_start_time_ns only while the queue keeps stats;
+ * start_time_ns only with iostats on since 6.13), so a device's stamps are used only after a
+ * check: while userspace holds a check window open, block_bio_queue and block_rq_issue record
+ * hooked times and the completion compares each stamp with the hooked time of the same request
+ * (stamps_check). Userspace then sets the device's mode: a stamp trusted, or that phase timed by
+ * its hook (kept attached) from then on.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "phases.h"
+#include "hist.bpf.h"
+#include "core_fixes.bpf.h"
+
+#define READ(btf, p, a) ((btf) ? (p)->a : BPF_CORE_READ(p, a))
+
+/* serve --empty-probes: the hook's body empty, the floor scripts/bench-serve-overhead.sh sets. */
+const volatile bool targ_empty = false;
+/* Set by userspace while the check hooks are attached: compare stamps with hooked times. */
+volatile __u32 checking = 0;
+/* The hooks' programs record only while set (a device timed by hooks, or a check). */
+volatile __u32 hooks_record = 0;
+/* block_rq_issue(q, rq) before 5.11 (core_fixes.bpf.h #3): the request is the second argument. */
+const volatile bool targ_rq_issue_q = false;
+/* ... and block_bio_queue(q, bio) (raw_tp only: its bio is hashed, a number there). */
+const volatile bool targ_bio_queue_q = false;
+/* The direct I/O end_io functions (iomap, a block device's sync, async and simple ones) and
+ * submit_bio_wait's, from /proc/kallsyms (0: absent). */
+const volatile __u64 targ_direct_end_io[4] = {};
+const volatile __u64 targ_wait_end_io = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, STAMPS_MAX_KEYS);
+	/* 3.4 KiB a row a CPU: allocated as rows appear, not for all 512 up front. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct top_key);
+	__type(value, struct stamps_val);
+} stamps_rows SEC(".maps");
+
+/* A zeroed row to insert from (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stamps_val);
+} stamps_zero SEC(".maps");
+
+/* Mapped into userspace: the checker reads which queues exist and writes their modes without a
+ * system call (a map syscall holds off other tracers' programs on its CPU meanwhile). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STAMPS_MAX_QUEUES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stamps_queue);
+} stamps_queues SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAMPS_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, struct stamps_check);
+} stamps_checks SEC(".maps");
+
+/* Issue times by (queue, hw queue, tag): written where a request is issued, read where it
+ * completes (often another CPU: one cache line moves, nothing is locked). The request's address
+ * is kept with it: a slot another request took since is a miss, counted, never a wrong time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STAMPS_TAG_SLOTS);
+	__type(key, __u32);
+	__type(value, struct stamps_slot);
+} stamps_issued SEC(".maps");
+
+/* Queue times by the bio's address (a bio has no tag yet when it is queued). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STAMPS_BIO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct stamps_slot);
+} stamps_queued SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_STAMPS_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stamps_counters SEC(".maps");
+
+static __always_inline void scount(enum stamps_counter c)
+{
+	__u32 k = c;
+	__u64 *v = bpf_map_lookup_elem(&stamps_counters, &k);
+
+	if (v)
+		*v += 1;
+}
+
+/* A typed (tp_btf) pointer as a number: the verifier refuses arithmetic on it, and a slot's key
+ * is a number. One helper call, made only while the check hooks record. */
+static __always_inline __u64 as_scalar(const void *p)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+/* Tags below 1024 of 256 (queue, hw queue) pairs: distinct for every request in flight on up to
+ * 256 hardware queues (a queue id's pairs collide with another's only past that). */
+static __always_inline __u32 tag_slot(__u32 qid, __u32 hwq, __u32 tag)
+{
+	return ((((qid * 37) + hwq) & 255) << 10) | (tag & 1023);
+}
+
+static __always_inline __u32 rq_tag_slot(struct request *rq, struct request_queue *q, bool btf)
+{
+	struct blk_mq_hw_ctx *hctx = READ(btf, rq, mq_hctx);
+
+	return tag_slot(READ(btf, q, id), READ(btf, hctx, queue_num), READ(btf, rq, tag));
+}
+
+/* Bios are slab objects of at least 128 bytes: the address's low 7 bits say nothing. */
+static __always_inline __u32 bio_slot(__u64 bio)
+{
+	return (__u32)((bio >> 7) ^ (bio >> 23)) & (STAMPS_BIO_SLOTS - 1);
+}
+
+static __always_inline struct stamps_queue *queue_of(__u32 qid, __u32 dev)
+{
+	struct stamps_queue *q = bpf_map_lookup_elem(&stamps_queues, &qid);
+
+	if (q && q->dev != dev) {
+		/* A queue id another disk had (ids are reused): unchecked again. */
+		q->dev = dev;
+		q->mode = 0;
+	}
+	return q;
+}
+
+/* ---- the check hooks: attached for a check window, or for a device timed by hooks ---- */
+
+static __always_inline int on_issue(struct request *rq, bool btf)
+{
+	struct stamps_slot *s;
+	__u32 k;
+
+	if (!hooks_record)
+		return 0;
+	k = rq_tag_slot(rq, READ(btf, rq, q), btf);
+	s = bpf_map_lookup_elem(&stamps_issued, &k);
+	if (s) {
+		s->key = btf ? as_scalar(rq) : (__u64)rq;
+		s->ns = bpf_ktime_get_ns();
+	}
+	return 0;
+}
+
+static __always_inline struct request *rq_issue_arg(unsigned long long *ctx)
+{
+	struct request *rq;
+
+	if (targ_rq_issue_q) {
+		rq = (struct request *)ctx[1];
+		barrier_var(rq);
+	} else {
+		rq = (struct request *)ctx[0];
+	}
+	return rq;
+}
+
+SEC("tp_btf/block_rq_issue")
+int stamps_issue(unsigned long long *ctx)
+{
+	return on_issue(rq_issue_arg(ctx), true);
+}
+
+SEC("raw_tp/block_rq_issue")
+int stamps_issue_raw(unsigned long long *ctx)
+{
+	return on_issue(rq_issue_arg(ctx), false);
+}
+
+static __always_inline int on_bio_queue(__u64 bio)
+{
+	struct stamps_slot *s;
+	__u32 k = bio_slot(bio);
+
+	if (!hooks_record)
+		return 0;
+	s = bpf_map_lookup_elem(&stamps_queued, &k);
+	if (s) {
+		s->key = bio;
+		s->ns = bpf_ktime_get_ns();
+	}
+	return 0;
+}
+
+static __always_inline __u64 bio_queue_arg(unsigned long long *ctx)
+{
+	__u64 bio;
+
+	if (targ_bio_queue_q) {
+		bio = ctx[1];
+		barrier_var(bio);
+	} else {
+		bio = ctx[0];
+	}
+	return bio;
+}
+
+SEC("raw_tp/block_bio_queue")
+int stamps_bio_queue_raw(unsigned long long *ctx)
+{
+	return on_bio_queue(bio_queue_arg(ctx));
+}
+
+/* ---- the one hook ---- */
+
+/* The hooked time of `key` in `slots` (0: none: not recorded, or the slot reused since). */
+static __always_inline __u64 hooked(void *slots, __u32 k, __u64 key)
+{
+	struct stamps_slot *s = bpf_map_lookup_elem(slots, &k);
+
+	if (!s || s->key != key)
+		return 0;
+	return s->ns;
+}
+
+/* One stamp against its hooked time on the same request; `phase` is the hooked phase it
+ * bounds, for the 2% allowance. Not inlined: the check's branches stay out of the hot path's
+ * code. */
+static __noinline int check_one(struct stamps_check_one *c, __u64 stamp, __u64 hook, __u64 phase)
+{
+	__u64 err, allowed;
+	__u32 slot;
+
+	if (!c || !hook)
+		return 0;
+	c->n++;
+	if (!stamp) {
+		c->absent++;
+		return 0;
+	}
+	err = stamp > hook ? stamp - hook : hook - stamp;
+	allowed = phase / 50;
+	if (allowed < 1000)
+		allowed = 1000;
+	if (err <= allowed)
+		c->within++;
+	c->skew_sum += (__s64)(stamp - hook);
+	slot = err ? log2_u64(err) + 1 : 0;
+	if (slot >= STAMPS_ERR_SLOTS)
+		slot = STAMPS_ERR_SLOTS - 1;
+	c->err[slot]++;
+	return 0;
+}
+
+static __always_inline __u32 route_of(struct request *rq, struct bio *bio, bool btf)
+{
+	__u32 op = READ(btf, rq, cmd_flags) & 0xff;
+	__u64 end_io;
+
+	if (!bio) {
+		if (op == 2) /* REQ_OP_FLUSH (core_fixes.bpf.h #13) */
+			return SR_FLUSH;
+		if (op == 34 || op == 35) /* REQ_OP_DRV_IN, REQ_OP_DRV_OUT */
+			return SR_PASSTHROUGH;
+		return SR_OTHER;
+	}
+	end_io = (__u64)READ(btf, bio, bi_end_io);
+	if (end_io && (end_io == targ_direct_end_io[0] || end_io == targ_direct_end_io[1] ||
+		       end_io == targ_direct_end_io[2] || end_io == targ_direct_end_io[3]))
+		return SR_DIRECT;
+	if (end_io && end_io == targ_wait_end_io)
+		return SR_WAITED;
+	if (op == 34 || op == 35)
+		return SR_PASSTHROUGH;
+	return SR_BUFFERED;
+}
+
+static __always_inline void add_phase(struct stamps_val *v, __u32 p, __u64 ns)
+{
+	__u32 slot = top_slot(ns);
+
+	if (p >= STAMPS_PHASES)
+		return;
+	if (slot >= TOP_SLOTS)
+		slot = TOP_SLOTS - 1;
+	slot += p * TOP_SLOTS;
+	barrier_var(slot);
+	if (slot >= STAMPS_PHASES * TOP_SLOTS)
+		return;
+	barrier_var(slot);
+	/* Per-CPU: plain adds. */
+	v->slots[slot]++;
+	v->sum[p] += ns;
+}
+
+static __always_inline struct stamps_val *row_of(struct top_key *k)
+{
+	struct stamps_val *v = bpf_map_lookup_elem(&stamps_rows, k);
+	__u32 zero = 0;
+
+	if (v)
+		return v;
+	v = bpf_map_lookup_elem(&stamps_zero, &zero);
+	if (!v || bpf_map_update_elem(&stamps_rows, k, v, BPF_NOEXIST))
+		return NULL;
+	return bpf_map_lookup_elem(&stamps_rows, k);
+}
+
+static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes, bool btf)
+{
+	struct top_key k = {.tgid = STAMPS_NO_PROCESS};
+	__u64 now = bpf_ktime_get_ns(), queued = 0, issued = 0, h_queue = 0, h_issue = 0;
+	__u64 s_queue = 0, s_issue = 0;
+	struct request_queue *rqq;
+	struct stamps_queue *q;
+	struct stamps_val *v;
+	struct gendisk *disk;
+	struct bio *bio;
+	__u32 qid, mode;
+	bool final;
+
+	disk = rq_disk(rq, btf);
+	k.dev = ((__u32)READ(btf, disk, major) << 20) | READ(btf, disk, first_minor);
+	k.write = READ(btf, rq, cmd_flags) & 1;
+	bio = READ(btf, rq, bio);
+	k.route = route_of(rq, bio, btf);
+	if (bio)
+		k.cgroup = btf ? bio_io_cgroup_btf(bio) : bio_io_cgroup(bio);
+	/* A request completes in parts (blk_update_request per part): one I/O, at its last. */
+	final = nr_bytes >= READ(btf, rq, __data_len);
+	v = row_of(&k);
+	if (!v) {
+		scount(SC_FULL);
+		return 0;
+	}
+	v->bytes += nr_bytes;
+	if (!final)
+		return 0;
+	v->ios++;
+
+	rqq = READ(btf, rq, q);
+	qid = READ(btf, rqq, id);
+	if (qid >= STAMPS_MAX_QUEUES) {
+		scount(SC_QUEUE_BEYOND);
+		return 0;
+	}
+	q = queue_of(qid, k.dev);
+	if (!q)
+		return 0;
+	mode = q->mode;
+	if (bpf_core_field_exists(rq->io_start_time_ns))
+		s_issue = READ(btf, rq, io_start_time_ns);
+	if (bpf_core_field_exists(rq->start_time_ns))
+		s_queue = READ(btf, rq, start_time_ns);
+	if (hooks_record) {
+		__u64 r = btf ? as_scalar(rq) : (__u64)rq;
+		__u64 b = btf ? as_scalar(bio) : (__u64)bio;
+
+		h_issue = hooked(&stamps_issued, rq_tag_slot(rq, rqq, btf), r);
+		if (b)
+			h_queue = hooked(&stamps_queued, bio_slot(b), b);
+	}
+	if (checking) {
+		struct stamps_check *c = bpf_map_lookup_elem(&stamps_checks, &qid);
+
+		if (c && h_issue && h_issue <= now) {
+			check_one(&c->issue, s_issue, h_issue, now - h_issue);
+			if (h_queue && h_queue <= h_issue)
+				check_one(&c->queue, s_queue, h_queue, h_issue - h_queue);
+		}
+	}
+	if (mode & SM_CHECKED) {
+		issued = (mode & SM_ISSUE_STAMP) ? s_issue : h_issue;
+		queued = (mode & SM_QUEUE_STAMP) ? s_queue : h_queue;
+	} else if (checking) {
+		/* Not decided yet, the hooks attached: the hooked times are the truth. */
+		issued = h_issue;
+		queued = h_queue;
+	} else {
+		scount(SC_UNCHECKED);
+		return 0;
+	}
+	if (!issued) {
+		scount(SC_NO_HOOK_TIME);
+		return 0;
+	}
+	if (issued > now || (queued && queued > issued)) {
+		scount(SC_DISORDERED);
+		return 0;
+	}
+	add_phase(v, 1, now - issued);
+	if (queued)
+		add_phase(v, 0, issued - queued);
+	else if (bio)
+		/* A request without a bio (a flush) has no block phase: not a loss. */
+		scount(SC_NO_HOOK_TIME);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(stamps_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	if (targ_empty)
+		return 0;
+	return on_complete(rq, nr_bytes, true);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(stamps_complete_raw, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	if (targ_empty)
+		return 0;
+	return on_complete(rq, nr_bytes, false);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
