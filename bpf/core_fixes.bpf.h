@@ -250,4 +250,23 @@ static __always_inline struct gendisk *rq_disk(struct request *rq, bool btf)
 	return BPF_CORE_READ((struct request___old *)rq, rq_disk);
 }
 
+/* The dev_t of a request's disk (#19), major << 20 | first minor; `btf`: rq is a BTF pointer.
+ * Before 5.14 the disk is rq->rq_disk, read with probe reads even from a tp_btf program (a BTF load
+ * through the shadow type would name a member the running kernel's struct lacks after 5.17). */
+static __always_inline __u32 rq_devt(struct request *rq, bool btf)
+{
+	struct gendisk *disk;
+
+	if (bpf_core_field_exists(((struct request_queue *)0)->disk)) {
+		if (btf) {
+			disk = rq->q->disk;
+			return ((__u32)disk->major << 20) | disk->first_minor;
+		}
+		disk = BPF_CORE_READ(rq, q, disk);
+	} else {
+		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
+	}
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
+}
+
 #endif /* IOPATH_CORE_FIXES_BPF_H */

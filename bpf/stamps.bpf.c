@@ -28,9 +28,8 @@ const volatile bool targ_empty = false;
 volatile __u32 checking = 0;
 /* The hooks' programs record only while set (a device timed by hooks, or a check). */
 volatile __u32 hooks_record = 0;
-/* block_rq_issue(q, rq) before 5.11 (core_fixes.bpf.h #3): the request is the second argument. */
-const volatile bool targ_rq_issue_q = false;
-/* ... and block_bio_queue(q, bio) (raw_tp only: its bio is hashed, a number there). */
+/* block_bio_queue(q, bio) before 5.11 (core_fixes.bpf.h #3); raw_tp only: its bio is hashed, a
+ * number there. */
 const volatile bool targ_bio_queue_q = false;
 /* The direct I/O end_io functions (iomap, a block device's sync, async and simple ones) and
  * submit_bio_wait's, from /proc/kallsyms (0: absent). */
@@ -165,29 +164,18 @@ static __always_inline int on_issue(struct request *rq, bool btf)
 	return 0;
 }
 
-static __always_inline struct request *rq_issue_arg(unsigned long long *ctx)
-{
-	struct request *rq;
-
-	if (targ_rq_issue_q) {
-		rq = (struct request *)ctx[1];
-		barrier_var(rq);
-	} else {
-		rq = (struct request *)ctx[0];
-	}
-	return rq;
-}
-
+/* block_rq_issue(rq) on every kernel iopath supports (Debian's 5.10 included: its request_queue
+ * argument went before block_bio_queue's, core_fixes.bpf.h #3). */
 SEC("tp_btf/block_rq_issue")
-int stamps_issue(unsigned long long *ctx)
+int BPF_PROG(stamps_issue, struct request *rq)
 {
-	return on_issue(rq_issue_arg(ctx), true);
+	return on_issue(rq, true);
 }
 
 SEC("raw_tp/block_rq_issue")
-int stamps_issue_raw(unsigned long long *ctx)
+int BPF_PROG(stamps_issue_raw, struct request *rq)
 {
-	return on_issue(rq_issue_arg(ctx), false);
+	return on_issue(rq, false);
 }
 
 static __always_inline int on_bio_queue(__u64 bio)
@@ -327,13 +315,11 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 	struct request_queue *rqq;
 	struct stamps_queue *q;
 	struct stamps_val *v;
-	struct gendisk *disk;
 	struct bio *bio;
 	__u32 qid, mode;
 	bool final;
 
-	disk = rq_disk(rq, btf);
-	k.dev = ((__u32)READ(btf, disk, major) << 20) | READ(btf, disk, first_minor);
+	k.dev = rq_devt(rq, btf);
 	k.write = READ(btf, rq, cmd_flags) & 1;
 	bio = READ(btf, rq, bio);
 	k.route = route_of(rq, bio, btf);

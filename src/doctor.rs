@@ -61,10 +61,21 @@ pub struct Doctor {
     /// dry run of their own; None when doctor could not load programs at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub always_on: Option<AlwaysOn>,
-    /// top and serve's default, the one-hook tier (bpf/stamps.bpf.c): its hooks loaded and
-    /// attached by a dry run of their own (hook, how), or the error.
+    /// top and serve's default, the one-hook tier (bpf/stamps.bpf.c), carried out by a dry run of
+    /// its own; None when doctor could not load programs at all.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub one_hook: Option<Result<Vec<(String, String)>, String>>,
+    pub one_hook: Option<OneHook>,
+}
+
+/// The one-hook tier on this kernel.
+#[derive(Debug, Serialize)]
+pub struct OneHook {
+    /// (hook, how) of every hook it loads and attaches (the check hooks too); empty when the dry
+    /// run failed.
+    pub hooks: Vec<(String, String)>,
+    /// The dry run's error, if it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// top and serve on this kernel: their hooks and how sync and aio I/O are timed.
@@ -199,8 +210,10 @@ pub fn examine(roots: &SysRoots) -> Doctor {
             let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
             always = Some(always_on(&facts, &ksyms));
             let o = hooks::Options { top: true, one_hook: true, ..Default::default() };
-            one_hook =
-                Some(crate::probe::stamps::dry_run(hooks::plan(&facts, &o), &ksyms).map_err(|e| format!("{e:#}")));
+            one_hook = Some(match crate::probe::stamps::dry_run(hooks::plan(&facts, &o), &ksyms) {
+                Ok(hooks) => OneHook { hooks, error: None },
+                Err(e) => OneHook { hooks: Vec::new(), error: Some(format!("{e:#}")) },
+            });
             match crate::probe::load::dry_run(planned.clone(), &ksyms) {
                 Ok(p) => {
                     plan = p;
@@ -326,10 +339,10 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
     }
     if let Some(one) = &d.one_hook {
         writeln!(w, "\n  one hook ('iopath top' and 'serve' by default, loaded and attached for real):")?;
-        match one {
-            Err(e) => writeln!(w, "    FAILED  {e}")?,
-            Ok(h) => {
-                for (hook, how) in h {
+        match &one.error {
+            Some(e) => writeln!(w, "    FAILED  {e}")?,
+            None => {
+                for (hook, how) in &one.hooks {
                     writeln!(w, "    {hook:<28} {how}")?;
                 }
                 writeln!(

@@ -92,6 +92,11 @@ fn doctor_reports_this_machine() {
     } else {
         assert!(sync.contains("fentry on pread/pwrite is off here: fentry"), "{sync}");
     }
+    // The one-hook tier, top and serve's default: its dry run loaded and attached the one hook
+    // and both check hooks, block I/O's alone.
+    let one = d["one_hook"]["hooks"].as_array().unwrap_or_else(|| panic!("one hook: {}", d["one_hook"]));
+    let one: Vec<&str> = one.iter().map(|h| h[0].as_str().unwrap()).collect();
+    assert_eq!(one, ["block:block_rq_complete", "block:block_rq_issue", "block:block_bio_queue"], "{one:?}");
     let vda = d["block_devices"].as_array().unwrap().iter().find(|b| b["name"] == "vda").cloned();
     if let Some(vda) = vda {
         assert!(vda["scheduler"].is_string() && vda["logical_block_size"].is_u64());

@@ -663,7 +663,6 @@ fn open<'obj>(
     };
     let ro = o.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("stamps: no .rodata"))?;
     ro.targ_empty = opts.empty_probes;
-    ro.targ_rq_issue_q = plan.bio_queue_q;
     ro.targ_bio_queue_q = plan.bio_queue_q;
     ro.targ_direct_end_io =
         [addr("iomap_end_io"), addr("blkdev_end_io"), addr("blkdev_end_io_async"), addr("blkdev_simple_end_io")];

@@ -49,6 +49,11 @@ impl Tracefs {
         let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
+            // Another tracer (a second iopath started at the same instant: the rig's two tops)
+            // mounted it meanwhile: use theirs, leave it to them to unmount.
+            if Path::new(TRACEFS).join("events").is_dir() {
+                return Ok(Tracefs { path: PathBuf::from(TRACEFS), mounted_by_us: false });
+            }
             bail!("tracefs is not mounted and mounting it at {TRACEFS} failed: {e} (run as root, or 'mount -t tracefs tracefs {TRACEFS}')");
         }
         eprintln!("iopath: note: tracefs was not mounted: mounted it at {TRACEFS} for this run (unmounted when done)");

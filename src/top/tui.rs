@@ -80,8 +80,15 @@ impl Tui {
         let (by, sort) = (self.by, self.sort);
         let state = &mut self.state;
         self.term.draw(|fr| {
-            let [head, body, keys] =
-                Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(fr.area());
+            // The one-hook tier's lines (how each disk's phases are timed) under the header.
+            let stamps = f.stamps.len() as u16;
+            let [head, tier, body, keys] = Layout::vertical([
+                Constraint::Length(1),
+                Constraint::Length(stamps),
+                Constraint::Min(1),
+                Constraint::Length(1),
+            ])
+            .areas(fr.area());
             let lost: u64 = f.lost.values().sum();
             let mut h = format!(
                 "iopath top: {:.0} IOPS, {} rows by {}, sorted by {}",
@@ -99,6 +106,11 @@ impl Tui {
                 h.push_str(&format!("  NOT COUNTED {lost}"));
             }
             fr.render_widget(Paragraph::new(Line::from(h).bold()), head);
+            if stamps > 0 {
+                let lines: Vec<Line> =
+                    f.stamps.iter().map(|l| Line::from(format!("one hook, no process (--phases): {l}"))).collect();
+                fr.render_widget(Paragraph::new(lines), tier);
+            }
             let rows: Vec<Row> = f.rows.iter().map(|r| Row::new(table::cells(r))).collect();
             let widths = table::WIDTHS.map(|w| Constraint::Length(w as u16));
             let t = Table::new(rows, widths)
