@@ -219,6 +219,14 @@ pub struct ServeArgs {
     /// disk, route and op. --sync-syscalls implies it.
     #[arg(long)]
     pub phases: bool,
+    /// Duty-cycle the full phase set beside the one hook: attached for --phases-for (2s) every
+    /// this long, its rows exported with window="phases" (submission and completion, by process
+    /// route), then detached; what it cost in the window is iopath_phases_window_bpf_ns_per_io.
+    #[arg(long, value_name = "DUR", value_parser = job::parse_duration)]
+    pub phases_every: Option<Duration>,
+    /// How long each --phases-every window lasts.
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = job::parse_duration)]
+    pub phases_for: Duration,
     /// Attach serve's hooks with empty bodies: what they cost before any of their work, the
     /// floor `scripts/bench-serve-overhead.sh` sets beside serve. Metrics then count nothing.
     #[arg(long, hide = true)]

@@ -856,3 +856,64 @@ fn serve_times_block_and_device_from_checked_stamps_with_one_hook() {
         );
     }
 }
+
+/// `serve --phases-every 4s --phases-for 2s`: beside the one hook, the full set attached for 2 s
+/// of every 4 — its programs in the kernel during a window and gone after, no program of serve's
+/// left once it ends (bpftool's count back where it was) — and its windows' series apart
+/// (window="phases"), with the submission and completion the one hook does not measure.
+#[test]
+fn serve_duty_cycles_the_full_set_beside_the_one_hook() {
+    require_root();
+    let _s = serial();
+    let d = scratch("top-duty");
+    let dev = LoopDev::direct(&d.join("backing"), 128);
+    let disk = format!("disk=\"{}\"", dev.0.trim_start_matches("/dev/"));
+    let progs = || sh("bpftool", &["prog", "show"]).lines().filter(|l| l.contains(" name ")).count();
+    let window_progs =
+        || sh("bpftool", &["prog", "show"]).lines().filter(|l| l.contains("name uring_complete")).count();
+    let before = progs();
+    let (mut serve, addr) = serve_on_any_port(&["--phases-every", "4s", "--phases-for", "2s"]);
+    wait_attached(&addr);
+    let out = d.join("run.json");
+    let g = generator(&["--engine", "uring", "--qd", "8", "--device", &dev.0, "--runtime", "9s"], &out);
+    let (mut during, mut between) = (false, false);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(8) {
+        if window_progs() > 0 {
+            during = true;
+        } else {
+            between = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    finish(g, &out);
+    // The window after the run, published.
+    std::thread::sleep(Duration::from_secs(5));
+    let m = metrics_of(&addr);
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
+    wait("serve's programs unloaded", 10, || progs() == before);
+    assert!(during && between, "the full set's programs attached in windows only (during {during}, between {between})");
+    let value = |l: &str| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+    let sum = |prefix: &str, has: &[&str]| -> f64 {
+        m.lines().filter(|l| l.starts_with(prefix) && has.iter().all(|h| l.contains(h))).map(value).sum()
+    };
+    for phase in ["submission", "completion"] {
+        let p = format!("phase=\"{phase}\"");
+        let n = sum("iopath_io_latency_seconds_count{", &[&disk, "route=\"uring\"", "window=\"phases\"", &p]);
+        assert!(n > 0.0, "no {phase} in the windows:\n{m}");
+        // The one hook's own series never have it.
+        assert!(
+            m.lines().filter(|l| l.contains(&p)).all(|l| l.contains("window=\"phases\"")),
+            "a {phase} series outside the windows:\n{m}"
+        );
+    }
+    // The one hook's series of the disk: every request, the windows' a part of them.
+    let all = sum("iopath_ios_total{", &[&disk, "route=\"direct\""]);
+    let windowed = sum("iopath_ios_total{", &[&disk, "window=\"phases\""]);
+    assert!(windowed > 0.0 && windowed < all, "windows {windowed} of {all} I/Os");
+    assert!(sum("iopath_phases_windows_total", &[]) >= 2.0, "{m}");
+    assert_eq!(sum("iopath_phases_duty ", &[]), 0.5, "{m}");
+    assert!(sum("iopath_phases_window_bpf_ns_per_io ", &[]) > 0.0, "{m}");
+}

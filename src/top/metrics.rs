@@ -55,6 +55,14 @@ pub struct Exporter {
     /// The one-hook tier's checks, by disk name, as of the last refresh.
     stamps: BTreeMap<String, crate::probe::stamps::Trust>,
     pub refreshes: u64,
+    /// serve --phases-every: these series are the full set's windows (label window="phases").
+    window: Option<&'static str>,
+    /// ... the windows so far, the last one's BPF ns per I/O, the share of time attached.
+    windows: u64,
+    window_bpf_ns_per_io: Option<f64>,
+    duty: f64,
+    /// Why the last window failed, if it did.
+    pub window_error: Option<String>,
 }
 
 impl Exporter {
@@ -148,9 +156,29 @@ impl Exporter {
     }
 
     /// The whole exposition, OpenMetrics text (ends with "# EOF").
+    /// Series of the full set's windows (serve --phases-every), labelled window=`w`.
+    pub fn windowed(mut self, w: &'static str) -> Exporter {
+        self.window = Some(w);
+        self
+    }
+
+    /// A window's cost: its programs' run time over the I/Os it counted.
+    pub fn note_window(&mut self, a: &Snapshot, b: &Snapshot, duty: f64) {
+        self.windows += 1;
+        self.duty = duty;
+        let ns: u64 = b.bpf.iter().map(|(k, (_, ns))| ns.saturating_sub(a.bpf.get(k).map_or(0, |p| p.1))).sum();
+        let ios: u64 = super::table::moved(a, b).iter().map(|(_, d)| d.ios).sum();
+        self.window_bpf_ns_per_io = (ios > 0).then(|| ns as f64 / ios as f64);
+    }
+
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        self.encode_with(None)
+    }
+
+    /// The exposition, with the full set's window series (`extra`) beside this one's.
+    pub fn encode_with(&self, extra: Option<&Exporter>) -> Result<String, std::fmt::Error> {
         let mut reg = prometheus_client::registry::Registry::default();
-        reg.register_collector(Box::new(View(self.clone())));
+        reg.register_collector(Box::new(View(self.clone(), extra.cloned())));
         let mut out = String::with_capacity(64 << 10);
         prometheus_client::encoding::text::encode(&mut out, &reg)?;
         Ok(out)
@@ -158,7 +186,7 @@ impl Exporter {
 }
 
 #[derive(Debug)]
-struct View(Exporter);
+struct View(Exporter, Option<Exporter>);
 
 /// A label value, escaped as the exposition format needs when it is written (a cgroup or pod
 /// name is anyone's: `untrusted::label_value`). Every label goes through it.
@@ -180,7 +208,7 @@ impl prometheus_client::encoding::EncodeLabelValue for Lv {
 
 type Labels = Vec<(String, Lv)>;
 
-fn labels(k: &SeriesKey) -> Labels {
+fn labels(k: &SeriesKey, window: Option<&str>) -> Labels {
     let mut l: Labels = vec![
         ("disk".into(), k.disk.clone().into()),
         ("cgroup".into(), k.cgroup.clone().into()),
@@ -188,6 +216,9 @@ fn labels(k: &SeriesKey) -> Labels {
         ("op".into(), k.op.into()),
     ];
     l.extend(k.container.iter().map(|(n, v)| (n.clone(), v.clone().into())));
+    if let Some(w) = window {
+        l.push(("window".into(), w.into()));
+    }
     l
 }
 
@@ -209,6 +240,12 @@ fn counters(
 impl prometheus_client::collector::Collector for View {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let e = &self.0;
+        // Every series, the full set's windows' after this tier's (window="phases").
+        let all = || {
+            std::iter::once(e)
+                .chain(self.1.as_ref())
+                .flat_map(|x| x.series.iter().map(move |(k, s)| (labels(k, x.window), s)))
+        };
         {
             let mut m = enc.encode_descriptor(
                 "iopath_io_latency",
@@ -220,7 +257,7 @@ impl prometheus_client::collector::Collector for View {
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
-            for (k, s) in &e.series {
+            for (base, s) in all() {
                 for (p, phase) in PHASE_NAMES.iter().enumerate() {
                     // prometheus-client takes each bucket's own count and sums them itself;
                     // f64::MAX is its "+Inf".
@@ -241,7 +278,7 @@ impl prometheus_client::collector::Collector for View {
                         // aio submission without syscall hooks): no series, never a zero.
                         continue;
                     }
-                    let mut l = labels(k);
+                    let mut l = base.clone();
                     l.push(("phase".into(), (*phase).into()));
                     m.encode_family(&l)?.encode_histogram::<Labels>(
                         s.counts.sum[p] as f64 / 1e9,
@@ -252,14 +289,40 @@ impl prometheus_client::collector::Collector for View {
                 }
             }
         }
-        counters(&mut enc, "iopath_ios", "Closed I/Os", None, e.series.iter().map(|(k, s)| (labels(k), s.counts.ios)))?;
+        counters(&mut enc, "iopath_ios", "Closed I/Os", None, all().map(|(l, s)| (l, s.counts.ios)))?;
         counters(
             &mut enc,
             "iopath_io",
             "Bytes of the requests completed for the I/Os",
             Some(&Unit::Bytes),
-            e.series.iter().map(|(k, s)| (labels(k), s.counts.bytes)),
+            all().map(|(l, s)| (l, s.counts.bytes)),
         )?;
+        if let Some(w) = &self.1 {
+            let mut m = enc.encode_descriptor(
+                "iopath_phases_windows",
+                "serve --phases-every: windows the full phase set was attached for (window=\"phases\" series)",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<Labels, u64, f64>(&w.windows, None)?;
+            let mut m = enc.encode_descriptor(
+                "iopath_phases_duty",
+                "serve --phases-every: the share of the time the full phase set is attached",
+                None,
+                MetricType::Gauge,
+            )?;
+            m.encode_gauge(&w.duty)?;
+            if let Some(ns) = w.window_bpf_ns_per_io {
+                let mut m = enc.encode_descriptor(
+                    "iopath_phases_window_bpf_ns_per_io",
+                    "serve --phases-every: BPF ns per I/O of the full set in its last window (averaged over \
+                     the time: times iopath_phases_duty)",
+                    None,
+                    MetricType::Gauge,
+                )?;
+                m.encode_gauge(&ns)?;
+            }
+        }
         counters(
             &mut enc,
             "iopath_irqs",

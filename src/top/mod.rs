@@ -12,6 +12,7 @@ pub mod live;
 pub mod metrics;
 pub mod table;
 mod tui;
+mod window;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,6 +48,8 @@ struct Loop {
     empty_probes: bool,
     /// The full phase set (`--phases`; `--sync-syscalls` implies it), else the one-hook tier.
     phases: bool,
+    /// serve's duty cycle: the full set attached for `.1` every `.0` beside the one hook.
+    phases_every: Option<(Duration, Duration)>,
 }
 
 fn opts(l: &Loop) -> TraceOpts {
@@ -101,6 +104,7 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
             sync_syscalls: a.sync_syscalls,
             empty_probes: false,
             phases: a.phases || a.sync_syscalls,
+            phases_every: None,
         },
         a.listen.as_deref(),
         "top",
@@ -109,6 +113,17 @@ pub fn top_cmd(a: TopArgs) -> Result<()> {
 
 pub fn serve_cmd(a: ServeArgs) -> Result<()> {
     crate::job::check_interval(a.interval)?;
+    if let Some(every) = a.phases_every {
+        if a.phases || a.sync_syscalls {
+            bail!("--phases-every duty-cycles the full set beside the one hook; --phases (or --sync-syscalls) attaches it all the time: give one of them");
+        }
+        if a.phases_for.is_zero() || a.phases_for >= every {
+            bail!(
+                "--phases-for {:?} must be shorter than --phases-every {every:?} (and more than 0): the full set is attached for --phases-for of every --phases-every",
+                a.phases_for
+            );
+        }
+    }
     run(
         Loop {
             interval: a.interval,
@@ -121,6 +136,7 @@ pub fn serve_cmd(a: ServeArgs) -> Result<()> {
             sync_syscalls: a.sync_syscalls,
             empty_probes: a.empty_probes,
             phases: a.phases || a.sync_syscalls,
+            phases_every: a.phases_every.map(|e| (e, a.phases_for)),
         },
         Some(&a.listen),
         "serve",
@@ -177,15 +193,24 @@ fn sleep_until(deadline: Instant, checker: &mut Option<&mut Checker<'_>>) {
 
 fn refresh_loop(l: &Loop, maps: LiveMaps, mut checker: Option<&mut Checker<'_>>) -> Result<()> {
     let mut exporter = metrics::Exporter::new(l.cgroups, maps.hooks.clone());
+    // serve --phases-every: the full set's windows, their series apart (window="phases").
+    let mut duty = match (l.phases_every, checker.is_some()) {
+        (Some((every, length)), true) => {
+            let full = TraceOpts { one_hook: false, ..opts(l) };
+            Some(window::DutyCycle::new(every, length, full, l.pods_root.clone()))
+        }
+        _ => None,
+    };
+    let mut windowed = metrics::Exporter::new(l.cgroups, Vec::new()).windowed("phases");
     let mut reader = live::Reader::new(maps, l.pods_root.clone())?;
-    let publish = |e: &metrics::Exporter| -> Result<()> {
+    let publish = |e: &metrics::Exporter, w: Option<&metrics::Exporter>| -> Result<()> {
         if let Some(x) = &l.exposition {
-            let text = Arc::new(e.encode().map_err(|_| anyhow::anyhow!("encoding the metrics failed"))?);
+            let text = Arc::new(e.encode_with(w).map_err(|_| anyhow::anyhow!("encoding the metrics failed"))?);
             *x.lock().unwrap_or_else(|p| p.into_inner()) = text;
         }
         Ok(())
     };
-    publish(&exporter)?;
+    publish(&exporter, None)?;
     let mut prev = reader.read();
     live::forget_gone(&mut prev);
     let mut tui = match l.show {
@@ -223,7 +248,17 @@ fn refresh_loop(l: &Loop, maps: LiveMaps, mut checker: Option<&mut Checker<'_>>)
             cur.stamps = Some(c.state());
         }
         exporter.absorb(&prev, &cur);
-        publish(&exporter)?;
+        if let Some(d) = duty.as_mut() {
+            if let Some((a, b)) = d.poll(Instant::now()) {
+                windowed.absorb(&a, &b);
+                windowed.note_window(&a, &b, d.duty());
+            }
+            if d.last_error.is_some() && d.last_error != windowed.window_error {
+                eprintln!("iopath serve: a --phases-every window failed: {}", d.last_error.as_deref().unwrap_or(""));
+            }
+            windowed.window_error = d.last_error.clone();
+        }
+        publish(&exporter, duty.is_some().then_some(&windowed))?;
         match &l.show {
             Show::Text { count, rows } => {
                 let f = table::frame(&prev, &cur, l.by, l.sort);
