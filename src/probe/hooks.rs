@@ -344,6 +344,15 @@ pub fn symbol_name(sym: &Symbol, has: impl Fn(&str) -> bool) -> Option<&'static 
     sym.names.iter().copied().find(|n| has(n))
 }
 
+/// The address of the symbol of `role` in `syms`, by the first of its names /proc/kallsyms had
+/// (`ksyms`, probe::kallsyms::lookup); 0 where none (the probes then never match it).
+pub fn symbol_addr(syms: &[Symbol], role: &str, ksyms: &std::collections::HashMap<String, u64>) -> u64 {
+    syms.iter()
+        .find(|s| s.role == role)
+        .and_then(|s| symbol_name(s, |n| ksyms.get(n).is_some_and(|&a| a != 0)))
+        .map_or(0, |n| ksyms[n])
+}
+
 /// How a program attaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {

@@ -174,15 +174,10 @@ pub(crate) fn open_phases<'obj>(
     ksyms: &std::collections::HashMap<String, u64>,
     plan: &super::hooks::Plan,
 ) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
-    use super::hooks::{symbol_name, Flavour, OWNER_SYMBOLS, STACK_SYMBOLS};
+    use super::hooks::{Flavour, OWNER_SYMBOLS, STACK_SYMBOLS};
     super::flavour::set(plan.flavour);
     let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
-    let addr = |syms: &[super::hooks::Symbol], role: &str| {
-        syms.iter()
-            .find(|s| s.role == role)
-            .and_then(|s| symbol_name(s, |n| ksyms.get(n).is_some_and(|&a| a != 0)))
-            .map_or(0, |n| ksyms[n])
-    };
+    let addr = |syms: &[super::hooks::Symbol], role: &str| super::hooks::symbol_addr(syms, role, ksyms);
     {
         let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
         ro.targ_tgid = opts.tgid;

@@ -652,15 +652,9 @@ fn open<'obj>(
     ksyms: &std::collections::HashMap<String, u64>,
     plan: &super::hooks::Plan,
 ) -> Result<super::stamps_skel::OpenStampsSkel<'obj>> {
-    use super::hooks::{symbol_name, OWNER_SYMBOLS};
+    use super::hooks::OWNER_SYMBOLS;
     let mut o = StampsSkelBuilder::default().open(store).context("opening the stamps BPF object")?;
-    let addr = |role: &str| {
-        OWNER_SYMBOLS
-            .iter()
-            .find(|s| s.role == role)
-            .and_then(|s| symbol_name(s, |n| ksyms.get(n).is_some_and(|&a| a != 0)))
-            .map_or(0, |n| ksyms[n])
-    };
+    let addr = |role: &str| super::hooks::symbol_addr(OWNER_SYMBOLS, role, ksyms);
     let ro = o.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("stamps: no .rodata"))?;
     ro.targ_empty = opts.empty_probes;
     ro.targ_bio_queue_q = plan.bio_queue_q;
