@@ -168,7 +168,10 @@ impl Exporter {
         self.duty = duty;
         let ns: u64 = b.bpf.iter().map(|(k, (_, ns))| ns.saturating_sub(a.bpf.get(k).map_or(0, |p| p.1))).sum();
         let ios: u64 = super::table::moved(a, b).iter().map(|(_, d)| d.ios).sum();
-        self.window_bpf_ns_per_io = (ios > 0).then(|| ns as f64 / ios as f64);
+        // A window without I/O measures nothing: the last one that did stays shown.
+        if ios > 0 {
+            self.window_bpf_ns_per_io = Some(ns as f64 / ios as f64);
+        }
     }
 
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
@@ -315,8 +318,8 @@ impl prometheus_client::collector::Collector for View {
             if let Some(ns) = w.window_bpf_ns_per_io {
                 let mut m = enc.encode_descriptor(
                     "iopath_phases_window_bpf_ns_per_io",
-                    "serve --phases-every: BPF ns per I/O of the full set in its last window (averaged over \
-                     the time: times iopath_phases_duty)",
+                    "serve --phases-every: BPF ns per I/O of the full set in its last window with I/O \
+                     (averaged over the time: times iopath_phases_duty)",
                     None,
                     MetricType::Gauge,
                 )?;
