@@ -46,6 +46,14 @@ pub(crate) fn lookup_percpu(fd: i32, key: u32, size: usize, ncpu: usize, buf: &m
     rc == 0
 }
 
+/// A per-CPU u64 (a counter) summed over the CPUs; 0 when the lookup fails.
+pub(crate) fn percpu_u64(fd: i32, key: u32, ncpu: usize, buf: &mut Vec<u8>) -> u64 {
+    if !lookup_percpu(fd, key, 8, ncpu, buf) {
+        return 0;
+    }
+    buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum()
+}
+
 /// Cumulative values at one instant.
 #[derive(Clone, Default)]
 struct Snapshot {

@@ -301,12 +301,8 @@ impl<'a> Checker<'a> {
     }
 
     fn counter(&self, c: u32) -> u64 {
-        let mut buf = Vec::new();
         let fd = self.skel.maps.stamps_counters.as_fd().as_raw_fd();
-        if !super::series::lookup_percpu(fd, c, 8, self.ncpu, &mut buf) {
-            return 0;
-        }
-        buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum()
+        super::series::percpu_u64(fd, c, self.ncpu, &mut Vec::new())
     }
 
     /// (dev, mode) of queue id `id`, from the mapped array.

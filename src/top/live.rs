@@ -154,13 +154,11 @@ impl Reader {
     }
 
     fn counter(&mut self, c: Counter) -> u64 {
-        let mut n = 0;
-        for fd in [self.maps.phase_counters, self.maps.count_counters].into_iter().filter(|fd| *fd >= 0) {
-            if crate::probe::series::lookup_percpu(fd, c as u32, 8, self.ncpu, &mut self.buf) {
-                n += self.buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum::<u64>();
-            }
-        }
-        n
+        let fds = [self.maps.phase_counters, self.maps.count_counters];
+        fds.into_iter()
+            .filter(|fd| *fd >= 0)
+            .map(|fd| crate::probe::series::percpu_u64(fd, c as u32, self.ncpu, &mut self.buf))
+            .sum()
     }
 
     /// Every row of the kernel's table, by key.
@@ -307,7 +305,12 @@ impl Reader {
         let mut lost: BTreeMap<String, u64> = if self.maps.stamps_counters >= 0 {
             crate::probe::stamps::COUNTERS
                 .iter()
-                .map(|(c, why)| (why.to_string(), percpu_sum(self.maps.stamps_counters, *c, self.ncpu, &mut self.buf)))
+                .map(|(c, why)| {
+                    (
+                        why.to_string(),
+                        crate::probe::series::percpu_u64(self.maps.stamps_counters, *c, self.ncpu, &mut self.buf),
+                    )
+                })
                 .collect()
         } else {
             LOST.iter().map(|(c, why)| (why.to_string(), self.counter(*c))).collect()
@@ -344,14 +347,6 @@ impl Reader {
         let bpf = infos.into_iter().map(|(hook, i)| (hook, (i.run_cnt, i.run_time_ns))).collect();
         Snapshot { t_ns, rows, procs, irqs, devs: self.devs.clone(), lost, kernel, bpf, cgroups, stamps: None }
     }
-}
-
-/// A per-CPU u64 counter, summed.
-fn percpu_sum(fd: i32, key: u32, ncpu: usize, buf: &mut Vec<u8>) -> u64 {
-    if !crate::probe::series::lookup_percpu(fd, key, 8, ncpu, buf) {
-        return 0;
-    }
-    buf.chunks(8).map(|w| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]))).sum()
 }
 
 /// After a read: rows deleted from the kernel start again from zero, so the baseline for the
