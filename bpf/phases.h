@@ -450,7 +450,13 @@ struct wb_rq {
  */
 /* top_key.tgid of a one-hook row: completion names no process. */
 #define STAMPS_NO_PROCESS 0xffffffffU
+/* The row table's spill-over (a per-CPU hash): keys whose row slots were taken. */
 #define STAMPS_MAX_KEYS 512
+/* Row slots per CPU, indexed by a hash of the key (two probes): 16 x 3.4 KiB = 54 KiB a CPU.
+ * A per-CPU hash lookup cost ~57 ns a run here (jhash of the key, the bucket walk); a slot,
+ * ~3 ns. A host's hot keys (disks x routes x ops x io cgroups doing I/O) fit; the rest spill. */
+#define STAMPS_ROW_BITS 4
+#define STAMPS_ROWS (1 << STAMPS_ROW_BITS)
 /* request_queue ids (q->id) with a check and a mode of their own. */
 #define STAMPS_MAX_QUEUES 1024
 /* block, device: top_val's phases 1 and 2. */
@@ -503,6 +509,12 @@ struct stamps_val {
 	__u64 bytes;
 	__u64 sum[STAMPS_PHASES];
 	__u64 slots[STAMPS_PHASES * TOP_SLOTS];
+};
+
+/* A row slot: key.tgid is STAMPS_NO_PROCESS once a key has it, 0 while free. */
+struct stamps_row {
+	struct top_key key;
+	struct stamps_val val;
 };
 
 struct stamps_slot {

@@ -36,6 +36,17 @@ const volatile bool targ_bio_queue_q = false;
 const volatile __u64 targ_direct_end_io[4] = {};
 const volatile __u64 targ_wait_end_io = 0;
 
+/* The rows, per CPU: a key's slot is a hash of it (row_index), so the hot path is an array
+ * lookup the verifier inlines and a three-word compare. Each CPU's slot may hold a different key:
+ * userspace groups by the key each copy holds. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAMPS_ROWS);
+	__type(key, __u32);
+	__type(value, struct stamps_row);
+} stamps_rows SEC(".maps");
+
+/* Keys whose two slots were taken on their CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, STAMPS_MAX_KEYS);
@@ -43,7 +54,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct top_key);
 	__type(value, struct stamps_val);
-} stamps_rows SEC(".maps");
+} stamps_spill SEC(".maps");
 
 /* A zeroed row to insert from (too large for the BPF stack). */
 struct {
@@ -294,17 +305,58 @@ static __always_inline void add_phase(struct stamps_val *v, __u32 p, __u64 ns)
 	v->sum[p] += ns;
 }
 
-static __always_inline struct stamps_val *row_of(struct top_key *k)
+static __always_inline struct stamps_val *spill_row(struct top_key *k)
 {
-	struct stamps_val *v = bpf_map_lookup_elem(&stamps_rows, k);
+	struct stamps_val *v = bpf_map_lookup_elem(&stamps_spill, k);
 	__u32 zero = 0;
 
 	if (v)
 		return v;
 	v = bpf_map_lookup_elem(&stamps_zero, &zero);
-	if (!v || bpf_map_update_elem(&stamps_rows, k, v, BPF_NOEXIST))
+	if (!v || bpf_map_update_elem(&stamps_spill, k, v, BPF_NOEXIST))
 		return NULL;
-	return bpf_map_lookup_elem(&stamps_rows, k);
+	return bpf_map_lookup_elem(&stamps_spill, k);
+}
+
+/* Fibonacci hashing of the key's words: the disks and routes of one host differ in few bits. */
+static __always_inline __u32 row_index(const struct top_key *k)
+{
+	__u64 h = k->cgroup ^ ((__u64)k->dev << 24) ^ ((__u64)k->route << 1) ^ k->write;
+
+	return (h * 0x9E3779B97F4A7C15ULL) >> (64 - STAMPS_ROW_BITS);
+}
+
+/* Slot i's row if it holds k or was free (then it is k's now), else NULL. A program does not
+ * nest on its CPU (the kernel skips a recursive run and counts it), and the rows are this CPU's:
+ * nothing else writes the slot meanwhile. */
+static __always_inline struct stamps_val *slot_row(__u32 i, const struct top_key *k)
+{
+	struct stamps_row *r = bpf_map_lookup_elem(&stamps_rows, &i);
+	const __u64 *a, *b;
+
+	if (!r)
+		return NULL;
+	a = (const __u64 *)&r->key;
+	b = (const __u64 *)k;
+	if (a[0] == b[0] && a[1] == b[1] && a[2] == b[2])
+		return &r->val;
+	if (r->key.tgid)
+		return NULL;
+	r->key = *k;
+	return &r->val;
+}
+
+static __always_inline struct stamps_val *row_of(struct top_key *k)
+{
+	__u32 i = row_index(k);
+	struct stamps_val *v = slot_row(i, k);
+
+	if (v)
+		return v;
+	v = slot_row(i ^ 1, k);
+	if (v)
+		return v;
+	return spill_row(k);
 }
 
 static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes, bool btf)

@@ -91,6 +91,9 @@ pub struct TraceOpts {
 #[derive(Clone, Debug)]
 pub struct LiveMaps {
     pub top: i32,
+    /// The one-hook tier's row slots (a per-CPU array of `struct stamps_row`, `top` its
+    /// spill-over hash); -1 with the full set.
+    pub stamp_rows: i32,
     pub phase_counters: i32,
     pub count_counters: i32,
     /// The one-hook tier's counters (`enum stamps_counter`); -1 with the full set.
@@ -405,6 +408,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     };
     let live = LiveMaps {
         top: phases.maps.top.as_fd().as_raw_fd(),
+        stamp_rows: -1,
         phase_counters: collectors.series_fds.phase_counters,
         count_counters: collectors.series_fds.count_counters,
         stamps_counters: -1,

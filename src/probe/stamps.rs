@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use libbpf_rs::skel::{Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,10 @@ const _: () = assert!(
     std::mem::size_of::<super::stamps_skel::types::stamps_val>() == 8 * (2 + 2 + 2 * crate::top::counts::TOP_SLOTS)
 );
 const _: () = assert!(std::mem::size_of::<super::stamps_skel::types::top_key>() == crate::top::counts::KEY_BYTES);
+const _: () = assert!(
+    std::mem::size_of::<super::stamps_skel::types::stamps_row>()
+        == crate::top::counts::KEY_BYTES + std::mem::size_of::<super::stamps_skel::types::stamps_val>()
+);
 const _: () = assert!(std::mem::size_of::<super::stamps_skel::types::stamps_queue>() == 8);
 
 /// One stamp's comparisons with its hook over a window (or since the start).
@@ -546,6 +550,12 @@ pub fn live<R>(opts: &TraceOpts, body: impl FnOnce(LiveMaps, &mut Checker<'_>) -
     let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
     let mut skel = load_per_plan(Obj::Stamps, "stamps", &mut plan, &mut stores, |s, plan| open(s, opts, &ksyms, plan))?;
+    let rows = skel.maps.stamps_rows.max_entries();
+    ensure!(
+        rows == crate::top::counts::STAMP_ROWS,
+        "stamps_rows has {rows} slots, the reader expects {} (bpf/phases.h STAMPS_ROWS)",
+        crate::top::counts::STAMP_ROWS
+    );
     let mut links = Vec::new();
     let mut probes = Vec::new();
     let mut checks = Vec::new();
@@ -571,7 +581,8 @@ pub fn live<R>(opts: &TraceOpts, body: impl FnOnce(LiveMaps, &mut Checker<'_>) -
         hooks.push((h.clone(), true, "check windows".into()));
     }
     let maps = LiveMaps {
-        top: skel.maps.stamps_rows.as_fd().as_raw_fd(),
+        top: skel.maps.stamps_spill.as_fd().as_raw_fd(),
+        stamp_rows: skel.maps.stamps_rows.as_fd().as_raw_fd(),
         phase_counters: -1,
         count_counters: -1,
         stamps_counters: skel.maps.stamps_counters.as_fd().as_raw_fd(),

@@ -31,6 +31,11 @@ pub struct Key {
 
 /// `struct top_key`'s size (bpf/phases.h; asserted against the skeleton in top::live).
 pub const KEY_BYTES: usize = 24;
+/// STAMPS_ROWS (bpf/phases.h): the one-hook tier's row slots per CPU (checked against the map
+/// when it is loaded, probe::stamps).
+pub const STAMP_ROWS: u32 = 16;
+/// `struct stamps_val`'s size: ios, bytes, sum[2], slots[2 * TOP_SLOTS].
+pub const STAMPS_VAL_BYTES: usize = 8 * (4 + 2 * TOP_SLOTS);
 
 impl Key {
     pub fn major_minor(&self) -> (u32, u32) {
@@ -163,6 +168,29 @@ impl Counts {
         Some(c)
     }
 
+    /// One row slot of the one-hook tier as every CPU holds it (`struct stamps_row`: the key,
+    /// then `struct stamps_val`, one CPU's copy after another): each CPU's slot may hold a
+    /// different key (the slot is a hash of the key; a CPU claims it for the first key it sees),
+    /// so the copies are grouped by their own key; a free copy (tgid 0) holds nothing.
+    pub fn from_stamp_row_percpu(b: &[u8], ncpu: usize) -> Vec<(Key, Counts)> {
+        let per = KEY_BYTES + STAMPS_VAL_BYTES;
+        let mut out: Vec<(Key, Counts)> = Vec::new();
+        for cpu in 0..ncpu {
+            let Some(copy) = b.get(cpu * per..(cpu + 1) * per) else { break };
+            let Ok(kb) = <[u8; KEY_BYTES]>::try_from(&copy[..KEY_BYTES]) else { break };
+            let key = Key::from_bytes(&kb);
+            if key.tgid == 0 {
+                continue;
+            }
+            let Some(c) = Counts::from_stamps_percpu(&copy[KEY_BYTES..], 1) else { continue };
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, sum)) => sum.add(&c),
+                None => out.push((key, c)),
+            }
+        }
+        out
+    }
+
     pub fn add(&mut self, o: &Counts) {
         self.ios += o.ios;
         self.bytes += o.bytes;
@@ -235,6 +263,45 @@ mod tests {
         }
         let sub = (v >> (msb - TOP_SUB_BITS as u64)) & ((1 << TOP_SUB_BITS) - 1);
         (1 + ((msb - TOP_MIN_MSB as u64) << TOP_SUB_BITS) + sub) as usize
+    }
+
+    /// One CPU's `struct stamps_row` copy: key, ios, bytes, sum[2], slots.
+    fn stamp_row(key: &Key, ios: u64, block_ns: u64, device_ns: u64) -> Vec<u8> {
+        let mut b = key.to_bytes().to_vec();
+        let mut words = vec![0u64; 4 + 2 * TOP_SLOTS];
+        words[0] = ios;
+        words[1] = ios * 4096;
+        words[2] = block_ns * ios;
+        words[3] = device_ns * ios;
+        words[4 + slot_of(block_ns)] = ios;
+        words[4 + TOP_SLOTS + slot_of(device_ns)] = ios;
+        for w in words {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn a_row_slot_groups_each_cpus_copy_by_its_own_key() {
+        let a = Key { tgid: u32::MAX, dev: (7 << 20) | 1, route: 20, write: false, cgroup: 5 };
+        let b = Key { route: 22, ..a };
+        let free = Key { tgid: 0, dev: 0, route: 0, write: false, cgroup: 0 };
+        // Four CPUs: a, free, b, a (the slot claimed by different keys on different CPUs).
+        let mut buf = stamp_row(&a, 10, 2000, 30_000);
+        buf.extend(stamp_row(&free, 0, 0, 0));
+        buf.extend(stamp_row(&b, 3, 5000, 90_000));
+        buf.extend(stamp_row(&a, 5, 2000, 30_000));
+        let rows = Counts::from_stamp_row_percpu(&buf, 4);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let (ka, ca) = &rows[0];
+        assert_eq!(*ka, a);
+        assert_eq!((ca.ios, ca.bytes, ca.sum[1], ca.sum[2]), (15, 15 * 4096, 15 * 2000, 15 * 30_000));
+        assert_eq!(ca.phase_count(1), 15);
+        assert_eq!(ca.phase_count(0), 0, "submission is not measured in the one-hook tier");
+        let (kb, cb) = &rows[1];
+        assert_eq!((*kb, cb.ios, cb.phase_count(2)), (b, 3, 3));
+        // A short buffer (fewer CPUs' copies than said) yields what it holds, no panic.
+        assert_eq!(Counts::from_stamp_row_percpu(&buf[..buf.len() / 2], 4).len(), 1);
     }
 
     #[test]

@@ -205,7 +205,33 @@ impl Reader {
                 out.insert(k, c);
             }
         }
+        if self.maps.stamp_rows >= 0 {
+            self.stamp_rows(&mut out);
+        }
         out
+    }
+
+    /// The one-hook tier's row slots, added to the rows of its spill-over hash.
+    fn stamp_rows(&mut self, out: &mut BTreeMap<Key, Counts>) {
+        let per = super::counts::KEY_BYTES + super::counts::STAMPS_VAL_BYTES;
+        let mut value = vec![0u8; per * self.ncpu];
+        for i in 0..super::counts::STAMP_ROWS {
+            // SAFETY: a u32 key and a value buffer of the map's per-CPU value size times the
+            // possible CPUs (struct stamps_row, a multiple of 8 bytes).
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_map_lookup_elem(
+                    self.maps.stamp_rows,
+                    (&i as *const u32).cast(),
+                    value.as_mut_ptr().cast(),
+                )
+            };
+            if rc != 0 {
+                continue;
+            }
+            for (k, c) in Counts::from_stamp_row_percpu(&value, self.ncpu) {
+                out.entry(k).or_default().add(&c);
+            }
+        }
     }
 
     fn delete(&mut self, k: &Key) {
