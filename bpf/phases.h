@@ -470,12 +470,15 @@ struct wb_rq {
 
 /* The one-hook tier's routes (top_key.route), named by the first bio's end_io. */
 enum stamps_route {
-	SR_DIRECT = 20,	     /* a direct I/O's end_io (iomap, a block device's) */
-	SR_WAITED = 21,	     /* submit_bio_wait: a small sync direct I/O, a metadata read, ... */
-	SR_BUFFERED = 22,    /* any other end_io: the page cache's reads and writeback, journals */
-	SR_FLUSH = 23,	     /* a cache flush (no bio) */
-	SR_PASSTHROUGH = 24, /* a driver command (REQ_OP_DRV_IN/OUT: NVMe passthrough, SG_IO) */
-	SR_OTHER = 25,	     /* any other request without a bio */
+	SR_DIRECT = 20,	      /* a direct I/O's end_io (iomap, a block device's) */
+	SR_WAITED = 21,	      /* submit_bio_wait: a small sync direct I/O, a metadata read, ... */
+	SR_OTHER_END_IO = 22, /* an end_io iopath does not name: the page cache's reads and
+			       * writeback, journals, metadata, a file system's own direct I/O */
+	SR_FLUSH = 23,	      /* a cache flush (no bio) */
+	SR_PASSTHROUGH = 24,  /* a driver command (REQ_OP_DRV_IN/OUT: NVMe passthrough, SG_IO) */
+	SR_OTHER = 25,	      /* any other request without a bio */
+	SR_STACKED = 26,      /* a stacked device's bio (dm, md: a clone, or its own end_io): the
+			       * I/O's route is the upper device's, not known here */
 };
 
 /* stamps_queue.mode, written by userspace after a check: which stamp a device's phases use. */

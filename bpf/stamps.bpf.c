@@ -35,6 +35,9 @@ const volatile bool targ_bio_queue_q = false;
  * submit_bio_wait's, from /proc/kallsyms (0: absent). */
 const volatile __u64 targ_direct_end_io[4] = {};
 const volatile __u64 targ_wait_end_io = 0;
+/* The stacked devices' end_io functions (dm's clone_endio, dm-crypt's, raid1's, md's; module
+ * symbols: 0 while their module is not loaded, when the clone flag still names most). */
+const volatile __u64 targ_stack_end_io[5] = {};
 
 /* The rows, per CPU: a key's slot is a hash of it (row_index), so the hot path is an array
  * lookup the verifier inlines and a three-word compare. Each CPU's slot may hold a different key:
@@ -284,7 +287,15 @@ static __always_inline __u32 route_of(struct request *rq, struct bio *bio, bool 
 		return SR_WAITED;
 	if (op == 34 || op == 35)
 		return SR_PASSTHROUGH;
-	return SR_BUFFERED;
+	/* BIO_CLONED is bit 1 of bi_flags from 5.10 to 7.3 (an anonymous enum: no CO-RE name to
+	 * relocate): dm's and md's clones carry it; dm-crypt's write bios are its own, named by
+	 * their end_io. */
+	if ((READ(btf, bio, bi_flags) & (1 << 1)) ||
+	    (end_io && (end_io == targ_stack_end_io[0] || end_io == targ_stack_end_io[1] ||
+			end_io == targ_stack_end_io[2] || end_io == targ_stack_end_io[3] ||
+			end_io == targ_stack_end_io[4])))
+		return SR_STACKED;
+	return SR_OTHER_END_IO;
 }
 
 static __always_inline void add_phase(struct stamps_val *v, __u32 p, __u64 ns)

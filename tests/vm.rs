@@ -287,6 +287,43 @@ fn one_hook_counts_every_read(kernel: &str, dir: &Path) {
     assert!(dev_shown, "{kernel}: the device phase of nvme0n1 never shown:\n{text}");
 }
 
+/// The one-hook tier under dm-linear on nvme0n1 with wbt off (serve beside `serve --phases`):
+/// every read is one request of nvme0n1 on the `stacked` route (its bio a dm clone), nvme0n1's
+/// issue stamp judged (trusted, or hooked: with wbt off the queue may keep no stats), and the
+/// device phase's mean within max(3%, 5 us) of the full set's on the same reads.
+fn one_hook_on_a_stacked_device(kernel: &str, dir: &Path) {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let (b1, m1, b, m) = (read("before1.txt"), read("metrics1.txt"), read("before.txt"), read("metrics.txt"));
+    let own = json(&dir.join("run.json"))["ios"].as_f64().unwrap();
+    let value = |l: &str| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+    let sum = |t: &str, prefix: &str, has: &[&str]| -> f64 {
+        t.lines().filter(|l| l.starts_with(prefix) && has.iter().all(|h| l.contains(h))).map(value).sum()
+    };
+    let delta = |a: &str, z: &str, prefix: &str, has: &[&str]| sum(z, prefix, has) - sum(a, prefix, has);
+    let nvme = "disk=\"nvme0n1\"";
+    let ios = delta(&b1, &m1, "iopath_ios_total{", &[nvme, "route=\"stacked\"", "op=\"read\""]);
+    assert!((ios - own).abs() <= own * 0.01, "{kernel}: one hook counted {ios} stacked reads of {own}:\n{m1}");
+    assert!(
+        m1.contains("iopath_stamps_trusted{disk=\"nvme0n1\",stamp=\"io_start_time_ns\"}"),
+        "{kernel}: no verdict on nvme0n1's issue stamp:\n{m1}"
+    );
+    let dev = |a: &str, z: &str, has: &[&str]| {
+        let n = delta(a, z, "iopath_io_latency_seconds_count{", has);
+        (n, delta(a, z, "iopath_io_latency_seconds_sum{", has) / n * 1e9)
+    };
+    let (n1, mean1) = dev(&b1, &m1, &[nvme, "phase=\"device\""]);
+    assert!(n1 >= own * 0.99, "{kernel}: the device phase of {n1} of {own} reads");
+    // The full set's reads, whichever disk it names for them (the dm device's I/Os).
+    let (n, mean) = dev(&b, &m, &["phase=\"device\"", "op=\"read\""]);
+    eprintln!("{kernel}: dm one hook device mean {mean1:.0} ns over {n1}, full set {mean:.0} ns over {n}");
+    // Under emulation a program's run takes microseconds, and the two sessions' programs run one
+    // after the other at each tracepoint.
+    assert!(
+        (mean1 - mean).abs() <= (mean * 0.03).max(5000.0),
+        "{kernel}: device phase mean {mean1:.0} ns (one hook) vs {mean:.0} ns (full set, {n} reads)"
+    );
+}
+
 /// 5.10: no bpf_loop, BPF atomics or task storage, so the compat build of the phases object
 /// (bpf/compat.bpf.h) loads; aio and psync are followed through all four phases and reconcile
 /// with the generator's own latency; io_uring is named off (its tracepoints hand over no request
@@ -526,6 +563,7 @@ fn stacked_devices_and_cgroup2() {
             assert_eq!(below, lower, "{what}");
             up.push(r["phases"]["stacked_up"]["mean_ns"].as_f64().unwrap());
         }
+        one_hook_on_a_stacked_device(&kernel, &dir.join("dm-one-hook"));
         if let Some(level) = json(&dir.join("md-raid1/report.json"))["config"]["stack"][0]["md_level"].as_str() {
             assert_eq!(level, "raid1", "{kernel}");
         }

@@ -668,6 +668,14 @@ fn open<'obj>(
     ro.targ_direct_end_io =
         [addr("iomap_end_io"), addr("blkdev_end_io"), addr("blkdev_end_io_async"), addr("blkdev_simple_end_io")];
     ro.targ_wait_end_io = addr("bio_wait_end_io");
+    let stack = |role: &str| super::hooks::symbol_addr(super::hooks::STACK_SYMBOLS, role, ksyms);
+    ro.targ_stack_end_io = [
+        stack("dm_end_io"),
+        stack("crypt_end_io"),
+        stack("raid1_read_end_io"),
+        stack("raid1_write_end_io"),
+        stack("md_clone_end_io"),
+    ];
     Ok(o)
 }
 

@@ -91,9 +91,12 @@ pub fn route_name(route: u16) -> &'static str {
         // The one-hook tier (enum stamps_route): the first bio's end_io names the route.
         20 => "direct",
         21 => "waited",
-        22 => "buffered",
+        // An end_io iopath does not name (the page cache's, journals', a file system's own
+        // direct I/O's, btrfs's): not called buffered, which it need not be.
+        22 => "other",
         23 => "flush",
         24 => "passthrough",
+        26 => "stacked",
         _ => "other",
     }
 }
