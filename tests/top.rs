@@ -821,6 +821,7 @@ fn serve_times_block_and_device_from_checked_stamps_with_one_hook() {
     let lost = |why: &str| sum("iopath_lost_events_total{", &[&format!("reason=\"{why}\"")]);
     let unknown = lost("device not checked yet (phases unknown)") + lost("no hooked time (phases unknown)");
     assert!(!m.contains("phase=\"submission\"") && !m.contains("phase=\"completion\""), "{m}");
+    let mut offsets = Vec::new();
     for (i, (l, r, n_peer, t_peer, trusted)) in
         [(&a, &ra, "na", "ta", 1.0), (&b, &rb, "nb", "tb", 0.0)].into_iter().enumerate()
     {
@@ -847,14 +848,25 @@ fn serve_times_block_and_device_from_checked_stamps_with_one_hook() {
         let mean = t / n * 1e9;
         let peer_mean = peer[t_peer] / peer[n_peer];
         eprintln!("{disk}: device phase mean {mean:.0} ns over {n}, bpftrace {peer_mean:.0} ns over {}", peer[n_peer]);
-        // max(1 us, 2%), the stamps' own allowance: the two tracers' programs run one after the
-        // other on each tracepoint, so their clocks differ by a program's run at each end.
+        // The two tracers' programs run one after the other on each tracepoint, so their clocks
+        // differ by a program's run at each end: 40-230 ns on this host on a quiet day, 0.85-1.54
+        // us (2.0-4.2%, ours always the longer) on a day its device phases ran 28-70 us — on the
+        // hooked device as on the stamped one, so between the tracers, not in the stamps (that
+        // is checked next, tighter). max(5%, 2 us) here.
         assert!(
-            (mean - peer_mean).abs() <= (peer_mean * 0.02).max(1000.0),
+            (mean - peer_mean).abs() <= (peer_mean * 0.05).max(2000.0),
             "{disk}: device phase mean {mean:.0} ns, bpftrace's {peer_mean:.0} ns over {} requests",
             peer[n_peer]
         );
+        offsets.push((mean - peer_mean, peer_mean));
     }
+    // The stamps add no error of their own: the stamped disk's offset from the peer is its hooked
+    // twin's within max(500 ns, 1%) (120-290 ns apart in five runs).
+    let ((stamped, phase), (hooked, _)) = (offsets[0], offsets[1]);
+    assert!(
+        (stamped - hooked).abs() <= 500f64.max(0.01 * phase),
+        "offsets from bpftrace: stamped {stamped:.0} ns, hooked {hooked:.0} ns"
+    );
 }
 
 /// `serve --phases-every 4s --phases-for 2s`: beside the one hook, the full set attached for 2 s

@@ -569,7 +569,7 @@ pub const HOOKS: &[HookSpec] = &[
         "block",
         StampsCheck,
         "top and serve: queue times the stamps are checked against (a check window), or that time a device",
-        [tp("block_bio_queue", &[raw(S, "stamps_bio_queue_raw")])]
+        [tp("block_bio_queue", &[btf(S, "stamps_bio_queue"), raw(S, "stamps_bio_queue_raw")])]
     ),
     hook!(
         "block:block_bio_backmerge",
