@@ -446,7 +446,15 @@ fn faults_the_machine_sets() {
         &["setpriv", "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock", "prlimit", "--memlock=65536:65536"],
         &["run", "--file", f, "--engine", "uring", "--fixed-bufs", "--qd", "64", "--bs", "1m", "--ios", "10"],
     );
-    assert!(err.contains("--fixed-bufs") && err.contains("RLIMIT_MEMLOCK") && err.contains("lower --qd"), "{err}");
+    // io_uring charges its rings to the user's locked memory, which every root process shares:
+    // while another test's generator holds a ring, the ring itself may not fit (ENOMEM at setup,
+    // seen in a clean-clone run) before the buffers are registered. Either is named with its fix.
+    assert!(
+        (err.contains("--fixed-bufs") || err.contains("locked memory for the ring"))
+            && err.contains("RLIMIT_MEMLOCK")
+            && err.contains("lower --qd"),
+        "{err}"
+    );
     let err = limited(&["prlimit", "--nofile=64:64"], &["run", "--file", f, "--jobs", "100", "--ios", "100"]);
     assert!(err.contains("--jobs 100") && err.contains("ulimit -n"), "{err}");
     // A read-only device opens O_RDWR and fails every write with EPERM: refused up front.
