@@ -243,17 +243,25 @@ static __always_inline struct bio *bio_queue_arg(unsigned long long *ctx)
 SEC("tp_btf/block_bio_queue")
 int stamps_bio_queue(unsigned long long *ctx)
 {
-	struct bio *bio;
 	struct gendisk *disk;
+	struct bio *bio;
+	__u32 qid;
 
 	if (!hooks_record)
 		return 0;
 	bio = bio_queue_arg(ctx);
-	if (bpf_core_field_exists(bio->bi_bdev))
+	if (bpf_core_field_exists(bio->bi_bdev)) {
 		disk = bio->bi_bdev->bd_disk;
-	else
-		disk = BPF_CORE_READ((struct bio___old *)bio, bi_disk);
-	if (!disk || !records_for(disk->queue->id, SM_QUEUE_STAMP))
+		if (!disk)
+			return 0;
+		qid = disk->queue->id;
+	} else {
+		/* Before 5.12 (core_fixes.bpf.h #19): a probe read gives a number, not a BTF
+		 * pointer, so the chain is read the same way (plain loads from it: -EACCES
+		 * on 5.10). */
+		qid = BPF_CORE_READ((struct bio___old *)bio, bi_disk, queue, id);
+	}
+	if (!records_for(qid, SM_QUEUE_STAMP))
 		return 0;
 	record_queued(as_scalar(bio));
 	return 0;
