@@ -413,6 +413,38 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim, bool btf)
 	return true;
 }
 
+/* The lean trace's issue stamp for a request's completion (phases.bpf.c issue_stamp_of). */
+struct stamp_arg {
+	struct stamps_check *chk; /* a check window is open: compare (else NULL) */
+	__u64 stamp;		  /* the request's io_start_time_ns (0: none) */
+	bool use;		  /* its queue's stamp is trusted */
+};
+
+/* An I/O's first request completed: compare its stamp with the hooked issue time (a check window;
+ * a single-request I/O only, whose hooked time is this request's), or take the stamp where the
+ * queue's is trusted and no hook timed the issue. Not inlined: the walk's callback is at the
+ * verifier's budget in the compat build. */
+static __noinline int issue_from_stamp(struct io_slot *s, struct stamp_arg *st, __u64 now)
+{
+	if (!s || !st)
+		return 0;
+	if (st->chk && s->r.issue_ts && s->nrq == 1 && s->r.issue_ts <= now) {
+		check_one(&st->chk->issue, st->stamp, s->r.issue_ts, now - s->r.issue_ts);
+		return 0;
+	}
+	if (s->r.issue_ts)
+		return 0;
+	if (st->use && st->stamp) {
+		s->r.issue_ts = st->stamp;
+		s->nrq++;
+	} else {
+		/* No hook and no trusted stamp (a queue the check has not seen): the device
+		 * phase is unknown; userspace attaches the hook again when this grows. */
+		count(C_ISSUE_UNSTAMPED, 1);
+	}
+	return 0;
+}
+
 static __always_inline bool issue_one(struct bio *bio, __u64 now)
 {
 	struct io_slot *s = io_of_bio(bio, false);
@@ -429,13 +461,16 @@ static __always_inline bool issue_one(struct bio *bio, __u64 now)
 
 /* `bytes`: the request's, given with its first bio (a merged request's bytes count for the I/O
  * of its first bio). */
-static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes)
+static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes,
+					 struct stamp_arg *st)
 {
 	bool linked;
 	struct io_slot *s = io_of_bio_linked(bio, true, &linked);
 
 	if (!s)
 		return false;
+	if (targ_issue_stamps && st && (st->chk || st->use || issue_detached))
+		issue_from_stamp(s, st, now);
 	s->r.bytes += bytes;
 	if (now > s->r.complete_ts)
 		s->r.complete_ts = now;
@@ -448,13 +483,15 @@ static __always_inline bool complete_one(struct bio *bio, __u64 now, __u32 bytes
 	return true;
 }
 
-static __always_inline bool one_bio(struct bio *bio, __u64 now, bool complete, __u32 bytes)
+static __always_inline bool one_bio(struct bio *bio, __u64 now, bool complete, __u32 bytes,
+				    struct stamp_arg *st)
 {
-	return complete ? complete_one(bio, now, bytes) : issue_one(bio, now);
+	return complete ? complete_one(bio, now, bytes, st) : issue_one(bio, now);
 }
 
 struct walk_ctx {
 	struct bio *bio;
+	struct stamp_arg *st;
 	__u64 now;
 	bool complete;
 	bool tracked;
@@ -468,21 +505,27 @@ static long walk_bio(__u64 i, struct walk_ctx *c)
 	if (!bio)
 		return 1;
 	c->bio = BPF_CORE_READ(bio, bi_next);
-	c->tracked |= one_bio(bio, c->now, c->complete, 0);
+	c->tracked |= one_bio(bio, c->now, c->complete, 0, c->st);
 	return 0;
 }
 
 /* Every bio of a request: the first inline (almost every request has one), the rest in a loop.
  * Returns whether any belonged to a traced I/O. */
-static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 now, bool complete,
-				    __u32 bytes)
+static __always_inline bool walk_rq_st(struct bio *first, struct bio *next, __u64 now,
+				       bool complete, __u32 bytes, struct stamp_arg *st)
 {
-	struct walk_ctx c = {.bio = next, .now = now, .complete = complete};
+	struct walk_ctx c = {.bio = next, .st = st, .now = now, .complete = complete};
 
-	c.tracked = one_bio(first, now, complete, bytes);
+	c.tracked = one_bio(first, now, complete, bytes, st);
 	if (next)
 		LOOP(MAX_BIOS_PER_RQ, MAX_BIOS_PER_RQ, walk_bio, &c);
 	return c.tracked;
+}
+
+static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 now, bool complete,
+				    __u32 bytes)
+{
+	return walk_rq_st(first, next, now, complete, bytes, NULL);
 }
 
 /*

@@ -221,6 +221,8 @@ enum counter {
 	C_DISORDERED_SPANS, /* CQ ring bounds that ended before they began (a CQE posted on
 			     * another CPU after the look that took it read its clock): not
 			     * recorded, never a wrapped u64 */
+	C_ISSUE_UNSTAMPED,  /* lean trace: requests completed with block_rq_issue detached on a
+			     * queue whose io_start_time_ns is not trusted: device phase unknown */
 	NR_COUNTERS,
 };
 

@@ -19,6 +19,7 @@
 #include "phases.h"
 #include "hist.bpf.h"
 #include "core_fixes.bpf.h"
+#include "stamp_check.bpf.h"
 
 #define READ(btf, p, a) ((btf) ? (p)->a : BPF_CORE_READ(p, a))
 
@@ -146,18 +147,6 @@ static __always_inline __u32 rq_tag_slot(struct request *rq, struct request_queu
 static __always_inline __u32 bio_slot(__u64 bio)
 {
 	return (__u32)((bio >> 7) ^ (bio >> 23)) & (STAMPS_BIO_SLOTS - 1);
-}
-
-static __always_inline struct stamps_queue *queue_of(__u32 qid, __u32 dev)
-{
-	struct stamps_queue *q = bpf_map_lookup_elem(&stamps_queues, &qid);
-
-	if (q && q->dev != dev) {
-		/* A queue id another disk had (ids are reused): unchecked again. */
-		q->dev = dev;
-		q->mode = 0;
-	}
-	return q;
 }
 
 /* ---- the check hooks: attached for a check window, or for a device timed by hooks ---- */
@@ -291,35 +280,6 @@ static __always_inline __u64 hooked(void *slots, __u32 k, __u64 key)
 	if (!s || s->key != key)
 		return 0;
 	return s->ns;
-}
-
-/* One stamp against its hooked time on the same request; `phase` is the hooked phase it
- * bounds, for the 2% allowance. Not inlined: the check's branches stay out of the hot path's
- * code. */
-static __noinline int check_one(struct stamps_check_one *c, __u64 stamp, __u64 hook, __u64 phase)
-{
-	__u64 err, allowed;
-	__u32 slot;
-
-	if (!c || !hook)
-		return 0;
-	c->n++;
-	if (!stamp) {
-		c->absent++;
-		return 0;
-	}
-	err = stamp > hook ? stamp - hook : hook - stamp;
-	allowed = phase / 50;
-	if (allowed < 1000)
-		allowed = 1000;
-	if (err <= allowed)
-		c->within++;
-	c->skew_sum += (__s64)(stamp - hook);
-	slot = err ? log2_u64(err) + 1 : 0;
-	if (slot >= STAMPS_ERR_SLOTS)
-		slot = STAMPS_ERR_SLOTS - 1;
-	c->err[slot]++;
-	return 0;
 }
 
 static __always_inline __u32 route_of(struct request *rq, struct bio *bio, bool btf)
@@ -461,7 +421,7 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 		scount(SC_QUEUE_BEYOND);
 		return 0;
 	}
-	q = queue_of(qid, k.dev);
+	q = stamp_queue(&stamps_queues, qid, k.dev);
 	if (!q)
 		return 0;
 	mode = q->mode;

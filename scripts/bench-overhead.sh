@@ -2,10 +2,12 @@
 # What tracing costs: the same job untraced and traced, interleaved in rotating order (so the
 # host's drift hits every way alike), REPEAT rounds, on a file of the root file system
 # (virtio-blk) and on a loop device backed by tmpfs (CPU-bound: every nanosecond of probe cost
-# shows as lost IOPS), uring and aio, QD1 and QD32. Seven ways per point:
+# shows as lost IOPS), uring and aio, QD1 and QD32. Eight ways per point:
 #   untraced   `iopath run`
 #   trace      `iopath trace` (four phases, histograms; direct io_uring and aio get the lean hook
 #              set by default: only the hooks the four phases need, docs/performance.md)
+#   hooked     `iopath trace --issue-hook`: the default with block_rq_issue attached for the whole
+#              run (the default detaches it where a check trusts the request's io_start_time_ns)
 #   full       `iopath trace --full`: every hook, the scheduler's, softirqs' and syscalls' too
 #   events     `iopath trace --events` (plus one ring-buffer record per I/O)
 #   flame      `iopath trace --flamegraph` (plus stack sampling at 997 Hz per CPU)
@@ -47,7 +49,8 @@ bt_stop() { kill -INT "$BT"; wait "$BT" || true; BT=""; }
 one() { # mode kind target engine qd -> "iops lost correlated peer_count"
   local mode=$1 kind=$2 t=$3 eng=$4 qd=$5 flag cmd=trace extra=() peer=-; [ "$kind" = file ] && flag=--file || flag=--device
   case $mode in run | peer) cmd=run ;; esac
-  case $mode in trace | events | flame | full | floor) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
+  case $mode in trace | hooked | events | flame | full | floor) [ -n "${SKIP_HOOKS:-}" ] && extra+=(--skip-hooks "$SKIP_HOOKS") ;; esac
+  [ "$mode" = hooked ] && extra+=(--issue-hook)
   [ "$mode" = events ] && extra+=(--events)
   [ "$mode" = flame ] && extra+=(--flamegraph --out "$W/flamegraph-out")
   [ "$mode" = floor ] && extra+=(--empty-probes)
@@ -71,9 +74,9 @@ KINDS=$(for k in $TARGETS; do [ "$k" = cached ] || echo "$k"; done)
 for kind in $KINDS; do
   [ $kind = file ] && t="$W/file.dat" || t=$LOOP
   for eng in $ENGINES; do
-    MODES=(run trace full events flame peer floor)
+    MODES=(run trace hooked full events flame peer floor)
     for qd in $QDS; do
-      for m in run trace full events flame peer floor; do : > "$W/$m"; done
+      for m in "${MODES[@]}"; do : > "$W/$m"; done
       for r in $(seq "$REPEAT"); do
         for i in $(seq 0 $(( ${#MODES[@]} - 1 ))); do
           m=${MODES[$(( (r + i) % ${#MODES[@]} ))]}
@@ -85,11 +88,11 @@ for kind in $KINDS; do
         { echo "bench-overhead: the bpftrace peer timed fewer requests than the run made:" >&2; cat "$W/peer" >&2; exit 1; }
       printf '\n%s %s qd%s: untraced %.0f IOPS (median)\n' $kind $eng $qd "$(cut -d' ' -f1 "$W/run" | median)"
       printf '  %-20s %-22s %-22s %-7s %5s %8s\n' way "vs untraced" "vs the peer" verdict lost corr
-      for m in trace full events flame peer floor; do
+      for m in trace hooked full events flame peer floor; do
         [ -s "$W/$m" ] || continue
         read -r r lo hi _ < <(python3 scripts/paired.py "$W/$m" "$W/run")
         case $m in
-          trace) label="iopath trace" ;; full) label="iopath trace --full" ;; events) label="  --events" ;;
+          trace) label="iopath trace" ;; hooked) label="  --issue-hook" ;; full) label="iopath trace --full" ;; events) label="  --events" ;;
           flame) label="  --flamegraph" ;; peer) label="peer (bpftrace)" ;; floor) label="floor (empty hooks)" ;;
         esac
         vs="" verdict="" lost="" corr=""

@@ -247,6 +247,10 @@ pub struct TraceSummary {
     /// and run-queue waits are unknown (context switches come from getrusage).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lean: bool,
+    /// A lean trace: each disk's io_start_time_ns checked against block_rq_issue, and how long
+    /// the hook stayed attached (the device phase starts at the stamp where it is trusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_stamps: Option<crate::model::IssueStamps>,
     /// The I/Os the application did (the generator's count, or for a traced command the
     /// followed ones, unmatched reaps and those that moved no block I/O): what `correlated_fraction`
     /// is a share of.
@@ -913,6 +917,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         reap_from_ring: None,
         uring_rings: uring_rings(raw),
         lean: raw.lean,
+        issue_stamps: raw.issue_stamps.clone(),
         app_ios: ios,
         unlinked: raw.counter(Counter::Unlinked),
         page_cache,

@@ -405,6 +405,12 @@ pub struct TraceArgs {
     /// only.
     #[arg(long, hide = true)]
     pub empty_probes: bool,
+    /// A lean trace keeps block_rq_issue attached for the whole run. By default it checks each
+    /// disk's own issue stamp (io_start_time_ns) against the hook on the same requests and, where
+    /// the stamp is within max(1 us, 2%) on 99% of them, starts the device phase at the stamp and
+    /// detaches the hook (checked again every 10 s; the report names each disk's verdict).
+    #[arg(long)]
+    pub issue_hook: bool,
     /// The bundled generator's direct I/O at the least cost (the default for direct io_uring and
     /// aio; refused elsewhere): only the hooks the four phases need, no scheduler or softirq hook.
     /// io_uring: no syscall hook either (a request starts when io_uring takes its SQE and its

@@ -225,6 +225,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         doorbell: a.doorbell,
         skip_hooks: a.skip_hooks.clone(),
         empty_probes: a.empty_probes,
+        issue_hook: a.issue_hook,
         hooks: match (a.lean, a.full) {
             (true, _) => iopath::trace::HookSet::Lean,
             (false, true) => iopath::trace::HookSet::Full,

@@ -9,7 +9,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
 pub const NR_PHASES: usize = 55;
-pub const NR_COUNTERS: usize = 69;
+pub const NR_COUNTERS: usize = 70;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
@@ -207,6 +207,9 @@ pub enum Counter {
     UringEnters,
     UringSqes,
     DisorderedSpans,
+    /// Lean trace: requests completed while block_rq_issue was detached, on a queue whose
+    /// io_start_time_ns was not trusted (their device phase unknown).
+    IssueUnstamped,
 }
 
 /// One in-kernel histogram (`struct hist`), summed over CPUs. Slots are kept sparse.
@@ -396,6 +399,45 @@ pub struct RawTrace {
     /// The trace over time: one entry per `--interval`, read from the maps at its edges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<RawSeries>,
+    /// A lean trace: block_rq_issue or the request's io_start_time_ns, per disk, checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_stamps: Option<IssueStamps>,
+}
+
+/// A lean trace's issue stamp (probe::issue_stamps): where its device phase started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IssueStamps {
+    /// Each disk the checks saw, with its last verdict.
+    pub disks: Vec<IssueStampDisk>,
+    /// Check windows run.
+    pub windows: u64,
+    /// How long the trace ran (ns) ...
+    pub run_ns: u64,
+    /// ... and how long block_rq_issue was attached in it (ns): check windows, and the whole
+    /// run where a disk's stamp was not trusted.
+    pub hooked_ns: u64,
+    /// Requests completed while the hook was detached on a queue whose stamp was not trusted:
+    /// their device phase is unknown (the I/O is counted as not linked).
+    pub unstamped: u64,
+}
+
+/// One disk's io_start_time_ns checked against block_rq_issue on the same requests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IssueStampDisk {
+    /// "major:minor".
+    pub dev: String,
+    /// Within max(1 us, 2%) of the hook on 99% of `n` requests: the device phase starts at it.
+    pub trusted: bool,
+    /// Requests compared in the last check window (the stamp and the hook's time of each).
+    pub n: u64,
+    /// The error's p99, as its power-of-two bucket's upper bound.
+    pub err_p99_ns: u64,
+    /// Mean of stamp - hooked time (trusted disks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skew_mean_ns: Option<i64>,
+    /// Why the hook times it instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// The phases read at every interval edge, in this order (`RawInterval::phases`).

@@ -54,6 +54,8 @@ pub struct TraceFlags {
     pub doorbell: crate::probe::session::Doorbell,
     pub skip_hooks: Vec<String>,
     pub empty_probes: bool,
+    /// `--issue-hook`: block_rq_issue attached for the whole lean trace.
+    pub issue_hook: bool,
     pub hooks: HookSet,
     pub pagecache: crate::probe::session::PageCacheMode,
     /// The time series' interval (a traced command or process; the generator's is the job's).
@@ -237,6 +239,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
         one_hook: false,
+        issue_hook: flags.issue_hook,
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -444,6 +447,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         sync_syscalls: false,
         irq_stamps: flags.perfetto.is_some(),
         one_hook: false,
+        issue_hook: flags.issue_hook,
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

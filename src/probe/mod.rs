@@ -7,6 +7,7 @@ pub mod facts;
 pub mod features;
 pub mod flavour;
 pub mod hooks;
+pub mod issue_stamps;
 pub mod kallsyms;
 pub mod load;
 pub mod log;
@@ -217,7 +218,8 @@ mod mirrors {
         counter::C_USER_UNREADABLE => UserUnreadable,
         counter::C_URING_ENTERS => UringEnters,
         counter::C_URING_SQES => UringSqes,
-        counter::C_DISORDERED_SPANS => DisorderedSpans
+        counter::C_DISORDERED_SPANS => DisorderedSpans,
+        counter::C_ISSUE_UNSTAMPED => IssueUnstamped
     );
     mirror!(RouteKind, NR_ROUTE_KINDS, route_kind::NR_ROUTE_KINDS.0;
         route_kind::RK_URING => Uring,

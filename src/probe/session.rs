@@ -85,6 +85,16 @@ pub struct TraceOpts {
     pub irq_stamps: bool,
     /// top / serve's one-hook tier (probe::stamps) instead of the full set.
     pub one_hook: bool,
+    /// A lean trace keeps block_rq_issue attached throughout (`--issue-hook`) instead of
+    /// trusting a checked io_start_time_ns (probe::issue_stamps).
+    pub issue_hook: bool,
+}
+
+impl TraceOpts {
+    /// Whether the lean trace may take its device phase's start from the request's stamp.
+    pub fn issue_stamps(&self) -> bool {
+        self.lean != Lean::Off && !self.top && !self.issue_hook && !self.empty_probes
+    }
 }
 
 /// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
@@ -195,6 +205,9 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_empty = opts.empty_probes;
         ro.targ_lean = opts.lean == Lean::Uring;
         ro.targ_aio_at_bio = opts.lean == Lean::Aio;
+        // The compat build unrolls the request's bio walk, and the verifier then sees the stamp's
+        // code once per bio: rq_complete was -E2BIG with it. It keeps the hook.
+        ro.targ_issue_stamps = opts.issue_stamps() && plan.flavour == Flavour::Modern;
         ro.targ_iomap_end_io = addr(OWNER_SYMBOLS, "iomap_end_io");
         ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
         ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
@@ -347,8 +360,9 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let mut counts =
         load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| open_counts(s, opts, plan))?;
     seed_maps(&phases, &counts, opts)?;
-    let Attached { links, mut probes } =
+    let Attached { mut links, mut probes } =
         attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
+    let issue_checker = issue_checker(opts, plan.flavour, &mut phases, &probes, &mut links);
     let features_off: Vec<crate::model::FeatureOff> = plan
         .off()
         .into_iter()
@@ -419,7 +433,17 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
         ios_held: phases.maps.ios_held.as_fd().as_raw_fd(),
         links_held: phases.maps.links_held.as_fd().as_raw_fd(),
     };
-    let (result, got) = collectors.run(set_enabled, || workload(live))?;
+    let (result, got) = collectors.run(set_enabled, || {
+        let Some(c) = issue_checker else { return (workload(live), None) };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| c.run(&stop));
+            let r = workload(live);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (r, h.join().ok())
+        })
+    })?;
+    let (result, issue_stamps) = result;
     drop(posted);
 
     fill_prog_stats(&mut probes);
@@ -429,6 +453,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     }
     let mut raw = read_raw(&phases, &counts, probes)?;
     raw.lean = opts.lean != Lean::Off;
+    raw.issue_stamps = issue_stamps;
     raw.features_off = features_off;
     raw.bpf_build = plan.flavour.key().into();
     name_cgroups(&mut raw.writeback);
@@ -439,6 +464,42 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     }
     drop(links);
     Ok((result?, raw))
+}
+
+/// A lean trace's issue-stamp checker (probe::issue_stamps), given block_rq_issue's link: None
+/// where the trace keeps the hook (not lean, `--issue-hook`) or the hook is not attached.
+fn issue_checker(
+    opts: &TraceOpts,
+    flavour: super::hooks::Flavour,
+    phases: &mut super::phases_skel::PhasesSkel<'_>,
+    probes: &[ProbeStatus],
+    links: &mut Vec<libbpf_rs::Link>,
+) -> Option<super::issue_stamps::Checker> {
+    if !opts.issue_stamps() || flavour != super::hooks::Flavour::Modern {
+        return None;
+    }
+    // links[i] is probes[i]'s for the attached ones (attach_per_plan pushes them together).
+    let i = probes.iter().position(|p| p.attached && p.name == "block:block_rq_issue")?;
+    if i >= links.len() {
+        return None;
+    }
+    let link = links.remove(i);
+    let p = &probes[i];
+    let bss = phases.maps.bss_data.as_deref_mut()?;
+    let flags = super::issue_stamps::Flags {
+        checking: &mut bss.issue_checking as *mut u32,
+        stamps: &mut bss.issue_stamps as *mut u32,
+        detached: &mut bss.issue_detached as *mut u32,
+    };
+    Some(super::issue_stamps::Checker {
+        prog: super::issue_stamps::IssueProg { fd: p.prog_fd, btf: p.via == "tp_btf" },
+        link: Some(Box::new(link)),
+        flags,
+        queues_fd: phases.maps.issue_queues.as_fd().as_raw_fd(),
+        checks_fd: phases.maps.issue_checks.as_fd().as_raw_fd(),
+        counters_fd: phases.maps.counters.as_fd().as_raw_fd(),
+        unstamped_counter: crate::model::Counter::IssueUnstamped as u32,
+    })
 }
 
 /// The traced I/O's active span: the earliest submission and the latest reap over the CPUs'

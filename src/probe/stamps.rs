@@ -71,13 +71,13 @@ pub struct CheckStats {
 }
 
 impl CheckStats {
-    fn from_words(w: &[u64]) -> CheckStats {
+    pub(crate) fn from_words(w: &[u64]) -> CheckStats {
         let mut err = [0; ERR_SLOTS];
         err.copy_from_slice(&w[4..4 + ERR_SLOTS]);
         CheckStats { n: w[0], absent: w[1], within: w[2], skew_sum: w[3] as i64, err }
     }
 
-    fn add(&mut self, o: &CheckStats) {
+    pub(crate) fn add(&mut self, o: &CheckStats) {
         self.n += o.n;
         self.absent += o.absent;
         self.within += o.within;
@@ -87,7 +87,7 @@ impl CheckStats {
         }
     }
 
-    fn since(&self, o: &CheckStats) -> CheckStats {
+    pub(crate) fn since(&self, o: &CheckStats) -> CheckStats {
         let mut err = [0; ERR_SLOTS];
         for (i, e) in err.iter_mut().enumerate() {
             *e = self.err[i].saturating_sub(o.err[i]);
