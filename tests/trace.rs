@@ -213,19 +213,31 @@ fn lean_trace_drops_block_rq_issue_where_the_stamp_is_checked() {
     let dev_name = format!("{}:{}", libc::major(rdev), libc::minor(rdev));
     // wbt on: the queue keeps stats, so blk_mq_start_request stamps io_start_time_ns.
     std::fs::write(format!("/sys/block/{name}/queue/wbt_lat_usec"), "2000").unwrap();
-    let bt = BpfTrace::start(&format!(
-        "tracepoint:block:block_rq_issue /args->dev == {dev}/ {{ @s[args->sector] = nsecs; }}
-         tracepoint:block:block_rq_complete /args->dev == {dev} && @s[args->sector]/ {{
-           @n = count(); @t = sum(nsecs - @s[args->sector]); delete(@s[args->sector]); }}"
-    ));
-    let r = trace_json(&["--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "3s", "--prog-stats"]);
-    let reference = bt.stop();
+    // The kernel's stamp is what is checked: a run whose check found it off (in the full suite,
+    // 61 of 4072 requests beyond the allowance once, bpftrace's own programs beside it) keeps the
+    // hook and says why; the stamp's path is tested on the first run that trusted it.
+    let mut verdicts = Vec::new();
+    let (r, reference, st, disk) = loop {
+        let bt = BpfTrace::start(&format!(
+            "tracepoint:block:block_rq_issue /args->dev == {dev}/ {{ @s[args->sector] = nsecs; }}
+             tracepoint:block:block_rq_complete /args->dev == {dev} && @s[args->sector]/ {{
+               @n = count(); @t = sum(nsecs - @s[args->sector]); delete(@s[args->sector]); }}"
+        ));
+        let r = trace_json(&["--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "3s", "--prog-stats"]);
+        let reference = bt.stop();
+        let st = r["issue_stamps"].clone();
+        let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev_name.as_str()).cloned();
+        let disk = disk.unwrap_or_else(|| panic!("{dev_name} not checked: {st}"));
+        if disk["trusted"] == true {
+            break (r, reference, st, disk);
+        }
+        assert!(!disk["why"].as_str().unwrap().is_empty(), "{st}");
+        assert_eq!(st["hooked_ns"], st["run_ns"], "not trusted, yet the hook went: {st}");
+        verdicts.push(st);
+        assert!(verdicts.len() < 3, "the stamp was not trusted in 3 runs: {verdicts:?}");
+    };
     check_phases(&r, "issue stamp");
     assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
-    let st = &r["issue_stamps"];
-    let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev_name.as_str()).cloned();
-    let disk = disk.unwrap_or_else(|| panic!("{dev_name} not checked: {st}"));
-    assert_eq!(disk["trusted"], true, "{st}");
     assert!(disk["n"].as_u64().unwrap() >= 200, "{st}");
     let ios = r["ios"].as_u64().unwrap();
     let runs = |hook: &str| -> u64 {
@@ -620,7 +632,10 @@ fn a_trace_stopped_by_any_signal_leaves_nothing_loaded() {
                 .map(|(k, id)| format!("{k} {id}"))
                 .collect()
         };
-        assert_eq!(left(&held).len(), held.len(), "bpftool sees what the trace holds");
+        // What it holds now (a lean trace drops block_rq_issue's link after its stamp check, so
+        // an earlier sample may name a link already gone), every one of them seen by bpftool.
+        let now = bpf_objects(child.id());
+        assert!(!now.is_empty() && left(&now).len() == now.len(), "bpftool sees what the trace holds: {now:?}");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
         child.wait().unwrap();
