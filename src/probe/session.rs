@@ -207,7 +207,10 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_aio_at_bio = opts.lean == Lean::Aio;
         // The compat build unrolls the request's bio walk, and the verifier then sees the stamp's
         // code once per bio: rq_complete was -E2BIG with it. It keeps the hook.
-        ro.targ_issue_stamps = opts.issue_stamps() && plan.flavour == Flavour::Modern;
+        // The NVMe split times setup_cmd -> issue at block_rq_issue: where it is on, the hook stays
+        // (the rig's 7.3 guest lost its driver phase without it).
+        ro.targ_issue_stamps =
+            opts.issue_stamps() && plan.flavour == Flavour::Modern && !plan.is_on(super::hooks::Feature::NvmeSplit);
         ro.targ_iomap_end_io = addr(OWNER_SYMBOLS, "iomap_end_io");
         ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
         ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
@@ -476,6 +479,10 @@ fn issue_checker(
     links: &mut Vec<libbpf_rs::Link>,
 ) -> Option<super::issue_stamps::Checker> {
     if !opts.issue_stamps() || flavour != super::hooks::Flavour::Modern {
+        return None;
+    }
+    // As open_phases decided (the NVMe split keeps the hook).
+    if !phases.maps.rodata_data.as_ref().is_some_and(|ro| ro.targ_issue_stamps) {
         return None;
     }
     // links[i] is probes[i]'s for the attached ones (attach_per_plan pushes them together).
