@@ -452,6 +452,11 @@ pub struct DoctorArgs {
     /// tests/data/kernels/<version>.json holds for each kernel of the VM rig's matrix.
     #[arg(long, conflicts_with = "json")]
     pub facts: bool,
+    /// Also check each disk's own stamps (io_start_time_ns, start_time_ns) against the hooks
+    /// over this many seconds of the host's own I/O, as top and serve do before trusting them
+    /// (doctor makes no I/O: run it under load). 0: only what sysfs says to expect.
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    pub stamps: f64,
 }
 
 /// The workload, fio-style. Shared by `run` and `trace`.

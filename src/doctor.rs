@@ -65,6 +65,68 @@ pub struct Doctor {
     /// its own; None when doctor could not load programs at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub one_hook: Option<OneHook>,
+    /// `--stamps SECS`: each disk's stamps checked against the hooks on this host's own I/O over
+    /// that long (the one-hook tier's check window, for real); None without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stamps_checked: Option<StampsChecked>,
+}
+
+/// doctor --stamps: the verdicts a check window reached, per disk that did I/O in it.
+#[derive(Debug, Serialize)]
+pub struct StampsChecked {
+    pub secs: f64,
+    /// (disk, verdict line), one per disk with enough requests in the window.
+    pub disks: Vec<(String, String)>,
+    pub state: crate::probe::stamps::StampsState,
+    /// Why no check ran (the check hooks did not load here), or the session's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// doctor --stamps: loads the one-hook tier, holds one check window open over `secs` of this host's
+/// own I/O (doctor makes none), and keeps each disk's verdicts. Everything is detached on return.
+pub fn check_stamps(d: &mut Doctor, roots: &SysRoots, secs: f64) {
+    use crate::probe::session::TraceOpts;
+    let opts = TraceOpts { top: true, one_hook: true, ..Default::default() };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    let res = crate::probe::stamps::live(&opts, |_, checker| {
+        while std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            checker.tick(std::time::Instant::now());
+        }
+        Ok(checker.state())
+    });
+    let names = sysconf::dev_names(roots);
+    let name = |dev: u32| names.get(&dev).cloned().unwrap_or_else(|| format!("{}:{}", dev >> 20, dev & 0xfffff));
+    d.stamps_checked = Some(match res {
+        Ok(state) => StampsChecked {
+            secs,
+            disks: state.trust.iter().filter(|(_, t)| !t.unchecked()).map(|(dev, t)| (name(*dev), t.line())).collect(),
+            error: state.check_off.clone(),
+            state,
+        },
+        Err(e) => StampsChecked { secs, disks: Vec::new(), state: Default::default(), error: Some(format!("{e:#}")) },
+    });
+}
+
+/// What a disk's queue settings say of the kernel's stamps before any check: expected, not
+/// measured (doctor --stamps measures). (io_start_time_ns, start_time_ns).
+pub fn stamps_expected(b: &BlockQueue) -> (&'static str, &'static str) {
+    let wbt_on = b.wbt_lat_usec.as_deref().is_some_and(|v| v != "0");
+    let issue = if b.nr_hw_queues.is_none() {
+        "none: a bio-based device has no requests (top counts its bios)"
+    } else if wbt_on {
+        "set: wbt keeps the queue's stats (checked before use: a plug's cached clock can be off)"
+    } else {
+        "likely 0: wbt off (set only if iocost or iolatency keeps the queue's stats): its hook times it"
+    };
+    let queue = match b.iostats {
+        _ if b.nr_hw_queues.is_none() => "none: no requests",
+        Some(true) => "set: iostats on",
+        Some(false) => "0 since 6.13 with iostats off: its hook times it",
+        None => "unknown: no queue/iostats",
+    };
+    (issue, queue)
 }
 
 /// The one-hook tier on this kernel.
@@ -258,6 +320,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         tracing_possible,
         always_on: always,
         one_hook,
+        stamps_checked: None,
     }
 }
 
@@ -402,6 +465,28 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         "    nvme poll_queues: {}",
         d.nvme_poll_queues.map_or("nvme driver not loaded".into(), |n| n.to_string())
     )?;
+    writeln!(
+        w,
+        "\n  the kernel's own stamps per disk (expected from sysfs, not measured: doctor --stamps 2 checks them):"
+    )?;
+    // An unattached loop device has no I/O to stamp.
+    for b in d.block_devices.iter().filter(|b| b.size_sectors != Some(0)) {
+        let (issue, queue) = stamps_expected(b);
+        writeln!(w, "    {:<10} io_start_time_ns {issue}", b.name)?;
+        writeln!(w, "    {:<10} start_time_ns    {queue}", "")?;
+    }
+    if let Some(c) = &d.stamps_checked {
+        writeln!(w, "\n  stamps checked against the hooks on this host's own I/O over {:.1} s (measured):", c.secs)?;
+        if let Some(e) = &c.error {
+            writeln!(w, "    FAILED  {e}")?;
+        }
+        for (disk, line) in &c.disks {
+            writeln!(w, "    {disk:<10} {line}")?;
+        }
+        if c.disks.is_empty() && c.error.is_none() {
+            writeln!(w, "    no disk did enough I/O in the window to be judged (20 requests): run it under load")?;
+        }
+    }
     writeln!(w, "\n  IOMMU       {}", d.iommu.mode)?;
     if !d.iommu.cmdline.is_empty() {
         writeln!(w, "    cmdline   {}", d.iommu.cmdline.join(" "))?;

@@ -839,7 +839,16 @@ fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {
 }
 
 fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
-    let d = doctor::examine(&sysconf::SysRoots::live());
+    let roots = sysconf::SysRoots::live();
+    let mut d = doctor::examine(&roots);
+    anyhow::ensure!(
+        a.stamps.is_finite() && (0.0..=600.0).contains(&a.stamps),
+        "--stamps {}: give seconds between 0 and 600 (e.g. --stamps 2)",
+        a.stamps
+    );
+    if a.stamps > 0.0 && d.tracing_possible {
+        doctor::check_stamps(&mut d, &roots, a.stamps);
+    }
     if a.facts {
         print(|w| {
             serde_json::to_writer_pretty(&mut *w, &d.facts)?;

@@ -60,6 +60,8 @@ pub struct BlockQueue {
     /// 0 merges, 1 simple merges only, 2 none.
     pub nomerges: Option<String>,
     pub read_ahead_kb: Option<u32>,
+    /// 512-byte sectors (0: an unattached loop device, an empty drive).
+    pub size_sectors: Option<u64>,
 }
 
 /// Whole disks under /sys/block (no partitions), sorted by name.
@@ -102,6 +104,7 @@ pub fn block_queue(roots: &SysRoots, name: &str) -> BlockQueue {
         rq_affinity: read_trim(&q.join("rq_affinity")),
         nomerges: read_trim(&q.join("nomerges")),
         read_ahead_kb: read_trim(&q.join("read_ahead_kb")).and_then(|v| v.parse().ok()),
+        size_sectors: read_trim(&dev.join("size")).and_then(|v| v.parse().ok()),
     }
 }
 

@@ -525,21 +525,28 @@ impl StampsState {
             out.push(format!("stamps not checked, block and device phases unknown: {why}"));
         }
         for (dev, t) in &self.trust {
-            let one = |s: Stamp, v: &Verdict| match v {
-                Verdict::Unchecked => format!("{} not checked yet (phase unknown)", s.field()),
-                Verdict::Trusted { n, err_p99_ns, .. } => {
-                    format!("{} trusted (p99 error {} ns over {n} requests)", s.field(), err_p99_ns)
-                }
-                Verdict::Hooked { why, .. } => format!("hooked ({why})"),
-            };
-            out.push(format!(
-                "{}: device phase {}; block phase {}",
-                disk(*dev),
-                one(Stamp::Issue, &t.issue),
-                one(Stamp::Queue, &t.queue)
-            ));
+            out.push(format!("{}: {}", disk(*dev), t.line()));
         }
         out
+    }
+}
+
+impl Trust {
+    /// How a disk's two phases are timed, and why.
+    pub fn line(&self) -> String {
+        let one = |s: Stamp, v: &Verdict| match v {
+            Verdict::Unchecked => format!("{} not checked yet (phase unknown)", s.field()),
+            Verdict::Trusted { n, err_p99_ns, .. } => {
+                format!("{} trusted (p99 error {} ns over {n} requests)", s.field(), err_p99_ns)
+            }
+            Verdict::Hooked { why, .. } => format!("hooked ({why})"),
+        };
+        format!("device phase {}; block phase {}", one(Stamp::Issue, &self.issue), one(Stamp::Queue, &self.queue))
+    }
+
+    /// Neither stamp judged yet.
+    pub fn unchecked(&self) -> bool {
+        matches!(self.issue, Verdict::Unchecked) && matches!(self.queue, Verdict::Unchecked)
     }
 }
 
