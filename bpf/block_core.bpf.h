@@ -514,7 +514,12 @@ static long walk_bio(__u64 i, struct walk_ctx *c)
 static __always_inline bool walk_rq_st(struct bio *first, struct bio *next, __u64 now,
 				       bool complete, __u32 bytes, struct stamp_arg *st)
 {
-	struct walk_ctx c = {.bio = next, .st = st, .now = now, .complete = complete};
+	/* The compat build unrolls the walk of a request's further bios: the stamp's code in each
+	 * of its 32 copies made rq_complete -E2BIG (inline too), so there only the first bio takes
+	 * the stamp; a merged bio's I/O then has no issue time while the hook is detached
+	 * (counted as not linked). */
+	struct walk_ctx c = {
+	    .bio = next, .st = IOPATH_COMPAT_BUILD ? NULL : st, .now = now, .complete = complete};
 
 	c.tracked = one_bio(first, now, complete, bytes, st);
 	if (next)

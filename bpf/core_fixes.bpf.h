@@ -11,8 +11,10 @@
  * 2. io_uring_complete's prototype changed in 6.0 (extra1/extra2 for CQE32) and again in 6.3/6.4
  *    (ctx, req, cqe). The io_kiocb stays the second argument throughout: only that is read.
  * 3. Block tracepoints lost their request_queue argument in 5.11 (Christoph Hellwig's "block:
- *    remove the request_queue argument to the block_* tracepoints" series). Kernels before
- *    5.11 are not supported by the tp_btf programs; raw_tp would need the shifted index.
+ *    remove the request_queue argument to the block_* tracepoints" series): block_bio_queue's
+ *    and block_split's bio is their second argument before (targ_bio_queue_q, from the kernel's
+ *    BTF), read by bio_queue_arg below; block_rq_issue/complete take the request first on every
+ *    kernel iopath supports (their queue argument went before 5.10).
  * 4. dma_map_page/dma_unmap_page became dma_map_phys/dma_unmap_phys in 6.17 ("dma-mapping:
  *    convert dma_direct_*map_page to be phys_addr_t based", Leon Romanovsky). Counted by name.
  * 5. sched_switch gained prev_state as its fourth argument in 5.18 (fa2c3254d7cf, "sched/tracing:
@@ -267,6 +269,22 @@ static __always_inline __u32 rq_devt(struct request *rq, bool btf)
 		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
 	}
 	return ((__u32)BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
+}
+
+/* block_bio_queue's (and block_split's) bio (#3): the first argument from 5.11, the second before
+ * (request_queue, bio). One load or the other, never a computed offset, which the verifier refuses
+ * on a context; `q_first` is the object's rodata flag, constant where this is inlined. */
+static __always_inline struct bio *bio_queue_arg(unsigned long long *ctx, bool q_first)
+{
+	struct bio *bio;
+
+	if (q_first) {
+		bio = (struct bio *)ctx[1];
+		barrier_var(bio);
+	} else {
+		bio = (struct bio *)ctx[0];
+	}
+	return bio;
 }
 
 #endif /* IOPATH_CORE_FIXES_BPF_H */

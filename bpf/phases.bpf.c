@@ -1509,33 +1509,18 @@ int BPF_PROG(bio_complete_raw, struct request_queue *q, struct bio *bio)
 	return 0;
 }
 
-/* The bio is block_bio_queue's first argument from 5.11, its second before (request_queue, bio):
- * one load or the other, never a computed offset, which the verifier refuses on a context. */
-static __always_inline struct bio *bio_queue_arg(unsigned long long *ctx)
-{
-	struct bio *bio;
-
-	if (targ_bio_queue_q) {
-		bio = (struct bio *)ctx[1];
-		barrier_var(bio);
-	} else {
-		bio = (struct bio *)ctx[0];
-	}
-	return bio;
-}
-
 SEC("tp_btf/block_bio_queue")
 int bio_queue_btf(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
-	return bio_queue(bio_queue_arg(ctx), true);
+	return bio_queue(bio_queue_arg(ctx, targ_bio_queue_q), true);
 }
 
 SEC("raw_tp/block_bio_queue")
 int bio_queue_raw(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
-	return bio_queue(bio_queue_arg(ctx), false);
+	return bio_queue(bio_queue_arg(ctx, targ_bio_queue_q), false);
 }
 
 /* top and serve: a split's front part, linked to its parent's I/O. block_split(q, bio, sector)
@@ -1545,7 +1530,7 @@ int bio_split_top_btf(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
 	if (enabled)
-		on_split_top(bio_queue_arg(ctx));
+		on_split_top(bio_queue_arg(ctx, targ_bio_queue_q));
 	return 0;
 }
 
@@ -1554,7 +1539,7 @@ int bio_split_top_raw(unsigned long long *ctx)
 {
 	EMPTY_GUARD();
 	if (enabled)
-		on_split_top(bio_queue_arg(ctx));
+		on_split_top(bio_queue_arg(ctx, targ_bio_queue_q));
 	return 0;
 }
 

@@ -212,21 +212,6 @@ static __always_inline void record_queued(__u64 bio)
 	}
 }
 
-/* block_bio_queue(q, bio) before 5.11 (core_fixes.bpf.h #3): one load or the other from the
- * context, never a computed offset, which the verifier refuses on a context. */
-static __always_inline struct bio *bio_queue_arg(unsigned long long *ctx)
-{
-	struct bio *bio;
-
-	if (targ_bio_queue_q) {
-		bio = (struct bio *)ctx[1];
-		barrier_var(bio);
-	} else {
-		bio = (struct bio *)ctx[0];
-	}
-	return bio;
-}
-
 /* tp_btf: the bio's queue by plain loads, so a disk whose stamps are trusted costs a few loads;
  * its address (a helper call) only where it records. */
 SEC("tp_btf/block_bio_queue")
@@ -238,7 +223,7 @@ int stamps_bio_queue(unsigned long long *ctx)
 
 	if (!hooks_record)
 		return 0;
-	bio = bio_queue_arg(ctx);
+	bio = bio_queue_arg(ctx, targ_bio_queue_q);
 	if (bpf_core_field_exists(bio->bi_bdev)) {
 		disk = bio->bi_bdev->bd_disk;
 		if (!disk)
@@ -263,7 +248,7 @@ int stamps_bio_queue_raw(unsigned long long *ctx)
 
 	if (!hooks_record)
 		return 0;
-	bio = bio_queue_arg(ctx);
+	bio = bio_queue_arg(ctx, targ_bio_queue_q);
 	if (!records_for(BPF_CORE_READ(bio_disk(bio), queue, id), SM_QUEUE_STAMP))
 		return 0;
 	record_queued((__u64)bio);

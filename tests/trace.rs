@@ -267,6 +267,30 @@ fn lean_trace_drops_block_rq_issue_where_the_stamp_is_checked() {
         "device phase {dev_mean} ns from stamps, bpftrace's issue -> complete {bt_mean} ns"
     );
 
+    // The compat build (5.10 to 5.16) takes the stamp too, at a request's first bio.
+    let out = std::process::Command::new(bin())
+        .env("IOPATH_BPF_BUILD", "compat")
+        .args(["trace", "--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "2s", "--prog-stats"])
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["bpf_build"], "compat");
+    check_phases(&r, "issue stamp, compat build");
+    let st = &r["issue_stamps"];
+    let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev_name.as_str()).cloned().unwrap();
+    let ios = r["ios"].as_u64().unwrap();
+    let issue_runs = r["probes"].as_array().unwrap().iter().find(|p| p["name"] == "block:block_rq_issue").unwrap()
+        ["run_cnt"]
+        .as_u64()
+        .unwrap();
+    if disk["trusted"] == true {
+        assert!(issue_runs < ios / 2, "compat: trusted, yet rq_issue ran {issue_runs} times for {ios}: {st}");
+    } else {
+        assert!(issue_runs >= ios, "compat: hooked, yet rq_issue ran {issue_runs} times for {ios}: {st}");
+    }
+
     // bfq (which turns wbt off): whatever the stamp does there, the verdict and the hook agree,
     // and a disk timed by its hook says why (on 6.18 its stamp was off by ~4 us at p99).
     set_scheduler(&l.0, "bfq");

@@ -30,7 +30,7 @@ pub struct KernelFacts {
     /// Kernel modules carry BTF of their own (/sys/kernel/btf/<module>): the nvme tp_btf programs
     /// need it.
     pub module_btf: bool,
-    /// BPF features of `hooks::BPF_FEATURES` this kernel's verifier takes (helpers, map types,
+    /// BPF features (the `hooks::BPF_*` names) this kernel's verifier takes (helpers, map types,
     /// instructions), each tried for real.
     pub bpf: BTreeSet<String>,
     /// Each attach kind: None when a program of that kind loaded and attached, else the error.
@@ -179,7 +179,7 @@ pub fn tp_args(btf: &libbpf_rs::btf::Btf, tp: &str) -> Option<Vec<String>> {
     Some(proto.iter().skip(1).map(|p| btf.type_by_id::<BtfType>(p.ty).map_or("other".to_owned(), kind)).collect())
 }
 
-/// Each BPF feature of `hooks::BPF_FEATURES` this kernel takes. Helpers and map types through
+/// Each BPF feature (the `hooks::BPF_*` names) this kernel takes. Helpers and map types through
 /// libbpf's own probes (a tiny program or map made and thrown away); atomics by loading the
 /// doctor's cmpxchg program.
 fn bpf_features() -> BTreeSet<String> {

@@ -214,7 +214,8 @@ impl Flavour {
 /// A kernel fact a feature needs.
 #[derive(Clone, Copy, Debug)]
 pub enum Need {
-    /// A BPF feature of BPF_FEATURES (probed for real), and the kernel that brought it.
+    /// A BPF feature (one of the BPF_* names below, probed for real by facts.rs), and the kernel
+    /// that brought it.
     Bpf(&'static str, &'static str),
     /// Any one of these BTF facts (BTF_FACTS).
     Btf(&'static [&'static str]),

@@ -205,12 +205,9 @@ pub(crate) fn open_phases<'obj>(
         ro.targ_empty = opts.empty_probes;
         ro.targ_lean = opts.lean == Lean::Uring;
         ro.targ_aio_at_bio = opts.lean == Lean::Aio;
-        // The compat build unrolls the request's bio walk, and the verifier then sees the stamp's
-        // code once per bio: rq_complete was -E2BIG with it. It keeps the hook.
         // The NVMe split times setup_cmd -> issue at block_rq_issue: where it is on, the hook stays
         // (the rig's 7.3 guest lost its driver phase without it).
-        ro.targ_issue_stamps =
-            opts.issue_stamps() && plan.flavour == Flavour::Modern && !plan.is_on(super::hooks::Feature::NvmeSplit);
+        ro.targ_issue_stamps = opts.issue_stamps() && !plan.is_on(super::hooks::Feature::NvmeSplit);
         ro.targ_iomap_end_io = addr(OWNER_SYMBOLS, "iomap_end_io");
         ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
         ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
@@ -365,7 +362,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     seed_maps(&phases, &counts, opts)?;
     let Attached { mut links, mut probes } =
         attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
-    let issue_checker = issue_checker(opts, plan.flavour, &mut phases, &probes, &mut links);
+    let issue_checker = issue_checker(opts, &mut phases, &probes, &mut links);
     let features_off: Vec<crate::model::FeatureOff> = plan
         .off()
         .into_iter()
@@ -473,12 +470,11 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
 /// where the trace keeps the hook (not lean, `--issue-hook`) or the hook is not attached.
 fn issue_checker(
     opts: &TraceOpts,
-    flavour: super::hooks::Flavour,
     phases: &mut super::phases_skel::PhasesSkel<'_>,
     probes: &[ProbeStatus],
     links: &mut Vec<libbpf_rs::Link>,
 ) -> Option<super::issue_stamps::Checker> {
-    if !opts.issue_stamps() || flavour != super::hooks::Flavour::Modern {
+    if !opts.issue_stamps() {
         return None;
     }
     // As open_phases decided (the NVMe split keeps the hook).
