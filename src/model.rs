@@ -356,7 +356,7 @@ pub struct RawTrace {
     /// The build of the phases object loaded: "modern", or "compat" (bpf/compat.bpf.h).
     #[serde(default)]
     pub bpf_build: String,
-    /// Tracked bios never seen completing (left in the in-flight map).
+    /// Tracked bios never seen completing (their link to the I/O still held at the end).
     pub stuck_inflight: u64,
     /// Completed I/Os never seen posted or reaped.
     pub stuck_done: u64,

@@ -620,9 +620,12 @@ fn read_raw(
             raw.hw_queues.push((q, v));
         }
     }
+    // Bios whose request's completion was never seen: their link to the I/O is still held (in
+    // flight when the trace stopped, or an end no hook saw). It read 0 whatever happened since
+    // routes replaced the in-flight map (issue #45).
+    raw.stuck_inflight = occupied_slots(&phases.maps.links)?;
     // I/Os claimed and never closed: still in flight when the workload ended, or their end was
     // not seen.
-    raw.stuck_inflight = 0;
     raw.stuck_done = occupied_slots(&phases.maps.ios)?;
     raw.routes = (0..crate::model::NR_ROUTE_KINDS as u32 * 2)
         .map(|k| -> Result<u64> {

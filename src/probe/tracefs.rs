@@ -39,6 +39,14 @@ impl Tracefs {
         }
         // Mounted but not readable (mode 0700 for non-root): say that, not "not mounted".
         if let Some(m) = tracefs_mounts().into_iter().find(|m| m == Path::new(TRACEFS) || m == Path::new(LEGACY)) {
+            // Or another iopath mounted it an instant after this one looked (the rig's two tops
+            // on 6.1 blamed permissions so, as root): look again before saying why not.
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if m.join("events").is_dir() {
+                    return Ok(Tracefs { path: m, mounted_by_us: false });
+                }
+            }
             bail!(
                 "tracefs is mounted at {} but this user cannot read it (it is root's, mode 0700): run as root or add CAP_DAC_READ_SEARCH",
                 m.display()
