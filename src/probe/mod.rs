@@ -240,3 +240,47 @@ mod mirrors {
     // wb_file.bytes is one u64 per reason: a type check, at build time.
     const _: fn(super::phases_skel::types::wb_file) -> [u64; crate::model::NR_WB_WHY] = |f| f.bytes;
 }
+
+/// The hook table names programs by string: each must be a program of its object, and every
+/// program of the three objects the table drives must be a row of it (a rename on either side
+/// fails here, not silently at run time; issue #45).
+#[cfg(test)]
+mod table_matches_skeletons {
+    use std::collections::BTreeSet;
+    use std::mem::MaybeUninit;
+
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+    use super::hooks::{Obj, HOOKS};
+
+    fn table(obj: Obj) -> BTreeSet<String> {
+        HOOKS
+            .iter()
+            .flat_map(|h| h.variants.iter().flat_map(|v| v.progs.iter()).chain(h.func_progs.iter()))
+            .filter(|p| p.obj == obj)
+            .map(|p| p.name.to_owned())
+            .collect()
+    }
+
+    fn names<'a>(progs: impl Iterator<Item = libbpf_rs::OpenProgram<'a>>) -> BTreeSet<String> {
+        progs.map(|p| p.name().to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn every_program_is_a_row_and_every_row_a_program() {
+        for compat in [false, true] {
+            super::flavour::set(if compat { super::hooks::Flavour::Compat } else { super::hooks::Flavour::Modern });
+            let mut s = MaybeUninit::uninit();
+            let o = super::phases_skel::PhasesSkelBuilder::default().open(&mut s).unwrap();
+            assert!(table(Obj::Phases).len() > 40, "{:?}", table(Obj::Phases));
+            assert_eq!(names(o.open_object().progs()), table(Obj::Phases), "phases (compat: {compat})");
+        }
+        super::flavour::set(super::hooks::Flavour::Modern);
+        let mut s = MaybeUninit::uninit();
+        let o = super::counts_skel::CountsSkelBuilder::default().open(&mut s).unwrap();
+        assert_eq!(names(o.open_object().progs()), table(Obj::Counts), "counts");
+        let mut s = MaybeUninit::uninit();
+        let o = super::stamps_skel::StampsSkelBuilder::default().open(&mut s).unwrap();
+        assert_eq!(names(o.open_object().progs()), table(Obj::Stamps), "stamps");
+    }
+}

@@ -67,11 +67,6 @@ impl Tracefs {
         eprintln!("iopath: note: tracefs was not mounted: mounted it at {TRACEFS} for this run (unmounted when done)");
         Ok(Tracefs { path: PathBuf::from(TRACEFS), mounted_by_us: true })
     }
-
-    /// Whether `group:name` exists on this kernel.
-    pub fn has_event(&self, group: &str, name: &str) -> bool {
-        self.path.join("events").join(group).join(name).is_dir()
-    }
 }
 
 impl Drop for Tracefs {

@@ -38,10 +38,6 @@ pub const STAMP_ROWS: u32 = 16;
 pub const STAMPS_VAL_BYTES: usize = 8 * (4 + 2 * TOP_SLOTS);
 
 impl Key {
-    pub fn major_minor(&self) -> (u32, u32) {
-        (self.dev >> 20, self.dev & 0xfffff)
-    }
-
     /// `struct top_key`: cgroup u64, tgid u32, dev u32, route u16, write u16, pad u32.
     pub fn to_bytes(&self) -> [u8; KEY_BYTES] {
         let mut b = [0u8; KEY_BYTES];

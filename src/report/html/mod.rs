@@ -277,13 +277,6 @@ fn scalar(v: &serde_json::Value) -> String {
     }
 }
 
-/// The configuration object of a report as key/value rows.
-pub fn config_rows(config: &serde_json::Value) -> Vec<Vec<String>> {
-    let mut flat = BTreeMap::new();
-    flatten("", config, &mut flat);
-    flat.into_iter().map(|(k, v)| vec![k, v]).collect()
-}
-
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
     let key = |k: &str| if prefix.is_empty() { k.to_owned() } else { format!("{prefix}.{k}") };
     match v {
