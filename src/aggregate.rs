@@ -419,7 +419,7 @@ fn sync_calls(raw: &RawTrace) -> Option<SyncCalls> {
         Some([SyncData, SyncJournal, SyncFlush, SyncThrottled]),
         0,
     )?;
-    let jbd2 = raw.probes.iter().any(|p| p.attached && p.name == "jbd2:jbd2_end_commit");
+    let jbd2 = raw.probes.iter().any(|p| p.attached && p.name == crate::hook_names::JBD2_END_COMMIT);
     let commits = raw.counter(Counter::Jbd2Commits);
     Some(SyncCalls {
         fsync: raw.counter(Counter::Fsyncs),
@@ -461,8 +461,8 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
     let nreads = reads.as_ref().map_or(0, |r| r.total.count);
     let waited = raw.counter(Counter::PcReadsWaited);
     let bios = raw.counter(Counter::PcBios);
-    let merges = attached("block:block_bio_backmerge").then(|| raw.counter(Counter::PcMerges));
-    let splits = attached("block:block_split").then(|| raw.counter(Counter::PcSplits));
+    let merges = attached(crate::hook_names::BLOCK_BIO_BACKMERGE).then(|| raw.counter(Counter::PcMerges));
+    let splits = attached(crate::hook_names::BLOCK_SPLIT).then(|| raw.counter(Counter::PcSplits));
     // Each bio is a request, one more per split, one fewer per merge into a queued one.
     let requests = merges.zip(splits).map(|(m, sp)| (bios + sp).saturating_sub(m));
     let ra = attached("readahead:page_cache_sync_ra");
@@ -482,9 +482,12 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
             .map(|q| nreads as f64 / q as f64),
         readahead_sync: ra.then(|| raw.counter(Counter::PcRaSync)),
         readahead_async: ra.then(|| raw.counter(Counter::PcRaAsync)),
-        split_known: raw.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
+        split_known: raw
+            .probes
+            .iter()
+            .any(|p| p.attached && p.name == crate::hook_names::SCHED_SWITCH && p.via == "tp_btf"),
         sync_writes: raw.counter(Counter::SyncWrites),
-        dirty_pauses: attached("writeback:balance_dirty_pages").then(|| raw.counter(Counter::DirtyPauses)),
+        dirty_pauses: attached(crate::hook_names::BALANCE_DIRTY_PAGES).then(|| raw.counter(Counter::DirtyPauses)),
         reads,
         writes,
         copies,
@@ -714,7 +717,7 @@ pub struct PageCacheCounted {
 }
 
 fn page_cache_counted(raw: &RawTrace) -> Option<PageCacheCounted> {
-    if !raw.probes.iter().any(|p| p.attached && p.name == "filemap:mm_filemap_get_pages") {
+    if !raw.probes.iter().any(|p| p.attached && p.name == crate::hook_names::FILEMAP_GET_PAGES) {
         return None;
     }
     let (reads, pages_read, pages_added) =

@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod events;
 pub mod flame;
 pub mod hist;
+pub mod hook_names;
 pub mod input;
 pub mod job;
 pub mod loadgen;

@@ -1226,6 +1226,13 @@ pub fn kernel_table(kernels: &[(String, KernelFacts)]) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn every_hook_asked_about_by_name_is_a_row_of_the_table() {
+        for name in crate::hook_names::ALL {
+            assert!(HOOKS.iter().any(|h| h.name == name), "{name} is no hook of the table");
+        }
+    }
+
     fn facts(tps: &[&str], bpf: &[&str]) -> KernelFacts {
         let mut k = KernelFacts { schema: super::super::facts::SCHEMA.into(), ..Default::default() };
         k.tracepoints = tps.iter().map(|s| s.to_string()).collect();

@@ -482,7 +482,7 @@ fn issue_checker(
         return None;
     }
     // links[i] is probes[i]'s for the attached ones (attach_per_plan pushes them together).
-    let i = probes.iter().position(|p| p.attached && p.name == "block:block_rq_issue")?;
+    let i = probes.iter().position(|p| p.attached && p.name == crate::hook_names::BLOCK_RQ_ISSUE)?;
     if i >= links.len() {
         return None;
     }

@@ -307,7 +307,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if t.lean {
         // The default for the generator's direct I/O: say what it leaves out and how to get it.
         // Syscalls are counted at their entry: lean aio hooks only io_getevents' exit.
-        let syscalls = if t.probes.iter().any(|p| p.attached && p.name == "raw_syscalls:sys_enter") {
+        let syscalls = if t.probes.iter().any(|p| p.attached && p.name == crate::hook_names::SYS_ENTER) {
             ""
         } else {
             ", syscall-entry"
@@ -636,7 +636,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     }
     if let Some(sc) = &t.sync_calls {
         let known = t.page_cache.as_ref().map_or_else(
-            || t.probes.iter().any(|p| p.attached && p.name == "sched:sched_switch" && p.via == "tp_btf"),
+            || t.probes.iter().any(|p| p.attached && p.name == crate::hook_names::SCHED_SWITCH && p.via == "tp_btf"),
             |pc| pc.split_known,
         );
         render_sync_calls(sc, known, w)?;
