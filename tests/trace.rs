@@ -195,6 +195,26 @@ fn lean_follows_direct_uring_and_aio_with_fewer_hooks() {
     assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
 }
 
+/// A lean trace's verdict on `dev` and its block_rq_issue runs agree: trusted, the hook ran for
+/// the check window only; hooked, it ran for every request all along, and the report says why.
+fn hook_agrees_with_verdict(r: &serde_json::Value, dev: &str, what: &str) {
+    let st = &r["issue_stamps"];
+    let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev).cloned();
+    let disk = disk.unwrap_or_else(|| panic!("{what}: {dev} not checked: {st}"));
+    let ios = r["ios"].as_u64().unwrap();
+    let runs = r["probes"].as_array().unwrap().iter().find(|p| p["name"] == "block:block_rq_issue").unwrap()["run_cnt"]
+        .as_u64()
+        .unwrap();
+    if disk["trusted"] == true {
+        assert!(runs < ios / 2, "{what}: trusted, yet rq_issue ran {runs} times for {ios}: {st}");
+    } else {
+        assert!(!disk["why"].as_str().unwrap().is_empty(), "{what}: {st}");
+        assert!(runs >= ios, "{what}: hooked, yet rq_issue ran {runs} times for {ios}: {st}");
+        assert_eq!(st["hooked_ns"], st["run_ns"], "{what}: {st}");
+    }
+    eprintln!("{what}: {st}");
+}
+
 /// The lean trace's issue stamp: block_rq_issue stays attached only while the request's own
 /// io_start_time_ns is checked against it on the same requests (issue #44). On a queue that keeps
 /// stats (wbt on) the stamp is trusted, the hook runs for the check window alone, and the device
@@ -278,18 +298,7 @@ fn lean_trace_drops_block_rq_issue_where_the_stamp_is_checked() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["bpf_build"], "compat");
     check_phases(&r, "issue stamp, compat build");
-    let st = &r["issue_stamps"];
-    let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev_name.as_str()).cloned().unwrap();
-    let ios = r["ios"].as_u64().unwrap();
-    let issue_runs = r["probes"].as_array().unwrap().iter().find(|p| p["name"] == "block:block_rq_issue").unwrap()
-        ["run_cnt"]
-        .as_u64()
-        .unwrap();
-    if disk["trusted"] == true {
-        assert!(issue_runs < ios / 2, "compat: trusted, yet rq_issue ran {issue_runs} times for {ios}: {st}");
-    } else {
-        assert!(issue_runs >= ios, "compat: hooked, yet rq_issue ran {issue_runs} times for {ios}: {st}");
-    }
+    hook_agrees_with_verdict(&r, &dev_name, "compat");
 
     // bfq (which turns wbt off): whatever the stamp does there, the verdict and the hook agree,
     // and a disk timed by its hook says why (on 6.18 its stamp was off by ~4 us at p99).
@@ -297,21 +306,7 @@ fn lean_trace_drops_block_rq_issue_where_the_stamp_is_checked() {
     let r = trace_json(&["--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "2s", "--prog-stats"]);
     set_scheduler(&l.0, "none");
     check_phases(&r, "issue stamp, bfq");
-    let st = &r["issue_stamps"];
-    let disk = st["disks"].as_array().unwrap().iter().find(|x| x["dev"] == dev_name.as_str()).cloned().unwrap();
-    let ios = r["ios"].as_u64().unwrap();
-    let issue_runs = r["probes"].as_array().unwrap().iter().find(|p| p["name"] == "block:block_rq_issue").unwrap()
-        ["run_cnt"]
-        .as_u64()
-        .unwrap();
-    if disk["trusted"] == true {
-        assert!(issue_runs < ios / 2, "trusted, yet rq_issue ran {issue_runs} times for {ios}: {st}");
-    } else {
-        assert!(!disk["why"].as_str().unwrap().is_empty(), "{st}");
-        assert!(issue_runs >= ios, "hooked, yet rq_issue ran {issue_runs} times for {ios}: {st}");
-        assert_eq!(st["hooked_ns"], st["run_ns"], "{st}");
-    }
-    eprintln!("bfq: {st}");
+    hook_agrees_with_verdict(&r, &dev_name, "bfq");
 
     // --issue-hook: the hook for the whole run, no check.
     let r = trace_json(&["--engine", "uring", "--qd", "8", "--device", &l.0, "--runtime", "1s", "--issue-hook"]);
