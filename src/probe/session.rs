@@ -498,7 +498,7 @@ fn issue_checker(
         prog: super::issue_stamps::IssueProg { fd: p.prog_fd, btf: p.via == "tp_btf" },
         link: Some(Box::new(link)),
         flags,
-        queues_fd: phases.maps.issue_queues.as_fd().as_raw_fd(),
+        queues: libbpf_rs::MapHandle::try_from(&phases.maps.issue_queues).ok()?,
         checks_fd: phases.maps.issue_checks.as_fd().as_raw_fd(),
         counters_fd: phases.maps.counters.as_fd().as_raw_fd(),
         unstamped_counter: crate::model::Counter::IssueUnstamped as u32,
