@@ -8,19 +8,23 @@
  * skeleton serves both (build.rs compares the two generated skeletons).
  *
  *   modern                            compat
- *   bpf_loop(n, cb, ctx)              a bounded loop calling cb (fewer aio events a batch)
+ *   bpf_loop(n, cb, ctx)              a bounded loop (EACH; fewer aio events a batch)
  *   slot claim: cmpxchg on the key    a BPF_NOEXIST insert of the slot's index in NAME_held
  *   slot release: xchg                a delete from NAME_held (exactly one deleter wins)
- *   task storage                      an LRU hash by thread id (phases.bpf.c task_ctx)
+ *   task storage                      an LRU hash by thread id (task_local below)
  *   bpf_get_current_task_btf()        bpf_get_current_task() and probe reads (TASK_BTF is 0)
  *   disk busy integrals (spin lock)   none: a sync call's blocked time is not split by the
- *                                     flushes and commits that ran meanwhile (phases.bpf.c)
+ *                                     flushes and commits that ran meanwhile (disk_busy.bpf.h)
  *
  * The compat claims cost two hash operations per I/O (~150 ns each on the 2-vCPU test VM) that the
  * modern build does not pay: only the kernels that need them run them.
  */
 #ifndef IOPATH_COMPAT_BPF_H
 #define IOPATH_COMPAT_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #ifdef IOPATH_COMPAT
 
@@ -31,21 +35,32 @@
 #define CURRENT_TASK() ((struct task_struct *)bpf_get_current_task())
 
 /*
- * bpf_loop(n, cb, ctx) as a loop of at most MAX calls: the verifier walks every iteration, so MAX
- * stays small (an aio batch of 4096 did not fit 5.10's 1M-instruction budget). Returns the
- * iterations run, counting the one whose callback stopped it, as bpf_loop does.
+ * EACH(MAX, n, cb, ctx, i, STEP): the bounded-loop pattern, the compat build's one difference in
+ * control flow. Modern: bpf_loop(n, cb, ctx), calling cb(i, ctx) for i in [0, n) until it returns
+ * nonzero. Compat (no bpf_loop): at most MAX iterations of a loop that evaluates STEP, an
+ * expression of its index `i`, nonzero to stop; its verifier walks every iteration, so MAX stays
+ * small (an aio batch of 4096 did not fit 5.10's 1M-instruction budget). STEP calls cb where cb is
+ * small (LOOP); where it is not, a STEP_FN global function doing cb's work, which the verifier
+ * checks once instead of once per iteration (a loop of 128 over aio_claim_one overran its 8192
+ * pending jumps, 6.18 and 5.10 alike), with scalar arguments only (5.10 passes nothing else to a
+ * global function). Either way the value is the iterations run, counting the one that stopped.
  */
-#define LOOP(MAX, n, cb, ctx)                                                                      \
+#define EACH(MAX, n, cb, ctx, i, STEP)                                                             \
 	({                                                                                         \
-		__u32 __i, __n = (n);                                                              \
-		for (__i = 0; __i < (MAX) && __i < __n; __i++) {                                   \
-			if (cb(__i, ctx)) {                                                        \
-				__i++;                                                             \
+		__u32 i, __n = (n);                                                                \
+		(void)(cb);                                                                        \
+		(void)(ctx);                                                                       \
+		for (i = 0; i < (MAX) && i < __n; i++) {                                           \
+			if (STEP) {                                                                \
+				i++;                                                               \
 				break;                                                             \
 			}                                                                          \
 		}                                                                                  \
-		__i;                                                                               \
+		i;                                                                                 \
 	})
+
+/* A STEP's global function: checked once by the verifier. */
+#define STEP_FN __noinline
 
 /* At most this many aio events a reap and iocbs a submit are followed (the rest are counted
  * unmatched); the modern build follows MAX_AIO_EVENTS. */
@@ -56,10 +71,15 @@
 #define IOPATH_COMPAT_BUILD 0
 #define TASK_BTF 1
 #define CURRENT_TASK() bpf_get_current_task_btf()
-#define LOOP(MAX, n, cb, ctx) bpf_loop(n, cb, ctx, 0)
+#define EACH(MAX, n, cb, ctx, i, STEP) bpf_loop(n, cb, ctx, 0)
+/* Not called here: not emitted. */
+#define STEP_FN static __always_inline __attribute__((unused))
 #define AIO_BATCH_MAX MAX_AIO_EVENTS
 
 #endif /* IOPATH_COMPAT */
+
+/* cb(i, ctx) for i in [0, n): EACH where the callback is small enough to be walked MAX times. */
+#define LOOP(MAX, n, cb, ctx) EACH(MAX, n, cb, ctx, __i, cb(__i, ctx))
 
 /* The current task's flags (PF_*), by a plain load where the task is a BTF pointer. */
 #define CURRENT_FLAGS()                                                                            \
@@ -111,6 +131,53 @@ static __always_inline bool count_down(__u32 *c)
 	return *(volatile __u32 *)c == 0;
 #else
 	return __sync_fetch_and_sub(c, 1) == 1;
+#endif
+}
+
+/*
+ * Per-thread state (task.bpf.h): task storage, or in the compat build an LRU hash by thread id
+ * (`by_tid`) whose new entries are copied from a zeroed per-CPU value (`zero`: a value that size
+ * does not fit the BPF stack). Both builds define all three maps; userspace sizes the unused ones.
+ */
+static __always_inline void *task_local(void *storage, void *by_tid, void *zero, bool create)
+{
+#ifdef IOPATH_COMPAT
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), k = 0;
+	void *t = bpf_map_lookup_elem(by_tid, &tid);
+
+	if (t || !create)
+		return t;
+	t = bpf_map_lookup_elem(zero, &k);
+	if (!t)
+		return NULL;
+	bpf_map_update_elem(by_tid, &tid, t, BPF_NOEXIST);
+	return bpf_map_lookup_elem(by_tid, &tid);
+#else
+	return bpf_task_storage_get(storage, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+#endif
+}
+
+/* Another task's state (a BTF task pointer: tp_btf's arguments), never created. */
+static __always_inline void *task_local_of(void *storage, void *by_tid, struct task_struct *p)
+{
+#ifdef IOPATH_COMPAT
+	__u32 tid = p->pid;
+
+	return bpf_map_lookup_elem(by_tid, &tid);
+#else
+	return bpf_task_storage_get(storage, p, 0, 0);
+#endif
+}
+
+/* The calling thread exits: task storage goes with it; a hash entry is dropped so a recycled
+ * thread id starts clean. */
+static __always_inline void task_local_drop(void *by_tid)
+{
+#ifdef IOPATH_COMPAT
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(by_tid, &tid);
 #endif
 }
 

@@ -6,7 +6,7 @@
  *
  * 1. io_uring's submit tracepoint was renamed io_uring_submit_sqe -> io_uring_submit_req in 6.4
  *    ("io_uring: rename trace_io_uring_submit_sqe() tracepoint", Breno Leitao). Since 6.0 both
- *    take the io_kiocb as their first argument; phases.bpf.c has one program per name and
+ *    take the io_kiocb as their first argument; uring.bpf.h has one program per name and
  *    userspace autoloads the one this kernel has.
  * 2. io_uring_complete's prototype changed in 6.0 (extra1/extra2 for CQE32) and again in 6.3/6.4
  *    (ctx, req, cqe). The io_kiocb stays the second argument throughout: only that is read.
@@ -71,7 +71,14 @@
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+
+/* A field of a kernel pointer: a plain load from a BTF pointer (tp_btf), a CO-RE probe read
+ * otherwise (raw_tp, the programs kept for kernels and hooks where tp_btf does not load). The
+ * flag is constant at each call site, so one branch is emitted. */
+#define RQ_READ(btf, p, a) ((btf) ? (p)->a : BPF_CORE_READ(p, a))
 
 struct io_kiocb___old {
 	__u64 user_data;

@@ -4,6 +4,8 @@
 #ifndef IOPATH_COUNTERS_BPF_H
 #define IOPATH_COUNTERS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "phases.h"
 
 struct {

@@ -22,6 +22,12 @@
 #ifndef IOPATH_CQ_RING_BPF_H
 #define IOPATH_CQ_RING_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "compat.bpf.h"
+#include "io_state.bpf.h"
+
 /* io_uring_enter's flags (uapi): fd is an index into the thread's registered rings. */
 #define IORING_ENTER_REGISTERED_RING (1U << 4)
 
@@ -143,16 +149,6 @@ static __always_inline int ring_take_at(__u64 ring, __u32 pos, __u32 head, __u64
 	return 0;
 }
 
-#ifdef IOPATH_COMPAT
-/* A global function, checked once by the verifier (as aio_claim_g in phases.bpf.c). */
-__noinline int ring_take_g(__u64 ring, __u64 pos_head, __u64 now, __u64 look_ts)
-{
-	return ring_take_at(ring, (__u32)pos_head, pos_head >> 32, now, look_ts);
-}
-
-/* CQEs closed per look at most (the modern build: RING_MAX); the rest wait for the next look. */
-#define RING_BATCH_MAX 256
-#else
 static long ring_take_one(__u64 i, struct ring_look *c)
 {
 	if (!ring_take_at(c->ring, c->first + (__u32)i, c->head, c->now, c->look_ts))
@@ -160,7 +156,16 @@ static long ring_take_one(__u64 i, struct ring_look *c)
 	c->stopped = 1;
 	return 1;
 }
-#endif
+
+/* ring_take_at as the compat build's loop calls it (compat.bpf.h EACH). */
+STEP_FN int ring_take_g(__u64 ring, __u64 pos_head, __u64 now, __u64 look_ts)
+{
+	return ring_take_at(ring, (__u32)pos_head, pos_head >> 32, now, look_ts);
+}
+
+/* CQEs closed per look at most in the compat build (the modern one: RING_MAX); the rest wait for
+ * the next look. */
+#define RING_BATCH_MAX 256
 
 /* A look at the ring's CQ head at `now`: closes every CQE it finds taken. Not at a thread's
  * last switch (PF_EXITING): its files, the ring's with them, may be gone by then. CQEs no look
@@ -208,20 +213,10 @@ static __always_inline void ring_look_rs(struct ring_state *rs, __u64 ring, __u6
 		c.first = rs->first;
 		c.head = head;
 		c.stopped = 0;
-#ifdef IOPATH_COMPAT
-		for (done = 0; done < RING_BATCH_MAX && done < n;) {
-			int stop = ring_take_g(ring, (c.first + (__u32)done) | ((__u64)head << 32),
-					       now, c.look_ts);
-
-			done++;
-			if (stop) {
-				c.stopped = 1;
-				break;
-			}
-		}
-#else
-		done = bpf_loop(n, ring_take_one, &c, 0);
-#endif
+		done =
+		    EACH(RING_BATCH_MAX, n, ring_take_one, &c, i,
+			 ring_take_g(ring, (c.first + i) | ((__u64)head << 32), now, c.look_ts) &&
+			     (c.stopped = 1));
 		/* bpf_loop counts the iteration that stopped. */
 		first = c.first + (__u32)done - (c.stopped ? 1 : 0);
 		if ((__s32)(first - rs->first) > 0 && (__s32)(rs->tail - first) >= 0)

@@ -7,6 +7,8 @@
 #ifndef IOPATH_HIST_BPF_H
 #define IOPATH_HIST_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "phases.h"
 
 static __always_inline __u64 log2_u64(__u64 v)

@@ -5,13 +5,15 @@
  * thread, an io-wq worker, the kworker blk-throttle releases bios from), and the route closes it
  * when the application gets the result. Closing is the one place phases are recorded, so every
  * I/O lands in every histogram once, however many bios and requests it became.
- *
- * Included once, by phases.bpf.c, after its rodata (targ_events).
  */
 #ifndef IOPATH_IO_STATE_BPF_H
 #define IOPATH_IO_STATE_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "phases.h"
+#include "run.bpf.h"
 #include "counters.bpf.h"
 #include "hist.bpf.h"
 #include "slots.bpf.h"

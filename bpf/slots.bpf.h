@@ -15,6 +15,8 @@
 #ifndef IOPATH_SLOTS_BPF_H
 #define IOPATH_SLOTS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "phases.h"
 #include "compat.bpf.h"
 

@@ -2,12 +2,14 @@
 /*
  * A request's own stamp checked against the hooked time it replaces, on the same request in the
  * same program run: the one-hook tier's checks (stamps.bpf.c) and the lean trace's issue stamp
- * (phases.bpf.c) both count their comparisons here, and userspace's verdict (src/probe/stamps.rs
+ * (block.bpf.h) both count their comparisons here, and userspace's verdict (src/probe/stamps.rs
  * `decide`) reads them.
  */
 #ifndef IOPATH_STAMP_CHECK_BPF_H
 #define IOPATH_STAMP_CHECK_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "phases.h"
 #include "hist.bpf.h"
 

@@ -6,8 +6,11 @@
 #ifndef IOPATH_TOP_BPF_H
 #define IOPATH_TOP_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "phases.h"
 #include "hist.bpf.h"
+#include "counters.bpf.h"
 
 /* Set by `iopath top` / `serve` alone: a trace pays nothing for it. */
 const volatile bool targ_top = false;

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Which processes are traced: the maps phases.bpf.c owns and fills (seeded by userspace, grown on
- * fork) and stacks.bpf.c reads (userspace hands it the same map fds). One definition, so the two
+ * Which processes are traced: the maps the phases object owns and fills (seeded by userspace, grown
+ * on fork) and stacks.bpf.c reads (userspace hands it the same map fds). One definition, so the two
  * objects cannot disagree on their layout.
  */
 #ifndef IOPATH_TRACED_BPF_H
 #define IOPATH_TRACED_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 
 /* Processes of a traced tree (`iopath trace -- CMD`, `--pid`). */
 struct {

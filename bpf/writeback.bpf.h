@@ -5,10 +5,20 @@
  * reclaim. A file enters wb_files when a traced process dirties its first page
  * (writeback_dirty_folio, in the dirtier's context: its pid, comm and io cgroup are the
  * dirtier's); from then its write bios on its own disk are counted by why they were written,
- * and its write requests timed from their own stamps. Included by phases.bpf.c.
+ * and its write requests timed from their own stamps. Its hooks, and jbd2's commits, are here.
  */
 #ifndef IOPATH_WRITEBACK_BPF_H
 #define IOPATH_WRITEBACK_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "phases.h"
+#include "run.bpf.h"
+#include "disk_busy.bpf.h"
+#include "io_state.bpf.h"
+#include "core_fixes.bpf.h"
 
 /* 4096 files: a database's data and WAL files, a build tree's outputs; more are counted
  * (C_WB_FILES_FULL), not followed. */
@@ -195,6 +205,68 @@ static __always_inline void wb_work_end(void)
 
 	if (wb_active)
 		bpf_map_delete_elem(&wb_work, &tid);
+}
+
+/* ---- entry points ---- */
+
+/* ---- what a write or sync call waits for: journal commits and dirty throttling ---- */
+
+/* jbd2 (ext4's journal) commits a transaction: the disk of the file system it journals. */
+SEC("tp_btf/jbd2_start_commit")
+int BPF_PROG(jbd2_start_commit, journal_t *journal)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		busy_change((__u64)journal->j_fs_dev->bd_disk, true, 1);
+	return 0;
+}
+
+SEC("tp_btf/jbd2_end_commit")
+int BPF_PROG(jbd2_end_commit, journal_t *journal)
+{
+	EMPTY_GUARD();
+	__u64 took;
+
+	if (!enabled)
+		return 0;
+	took = busy_change((__u64)journal->j_fs_dev->bd_disk, true, -1);
+	if (took) {
+		count(C_JBD2_COMMITS, 1);
+		count(C_JBD2_COMMIT_NS, took);
+	}
+	return 0;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(wb_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	EMPTY_GUARD();
+	/* tp_btf pointers may be NULL: checked before any CO-RE read offsets them. */
+	if (!enabled || !folio || !mapping || !traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	/* iopath's own threads (the --events-out writer) are not the workload: a direct read job
+	 * had "dirtied 256 pages", its own events file's. */
+	if (!not_ours((__u32)bpf_get_current_pid_tgid()))
+		return 0;
+	return on_dirty_folio(folio, mapping);
+}
+
+SEC("tp_btf/writeback_start")
+int BPF_PROG(wb_start, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	EMPTY_GUARD();
+	if (enabled && work)
+		wb_work_start(work);
+	return 0;
+}
+
+SEC("tp_btf/writeback_written")
+int BPF_PROG(wb_written, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	EMPTY_GUARD();
+	if (enabled)
+		wb_work_end();
+	return 0;
 }
 
 #endif /* IOPATH_WRITEBACK_BPF_H */

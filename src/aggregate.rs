@@ -300,7 +300,7 @@ pub struct CacheSplit {
     pub waits: Option<WaitSplit>,
 }
 
-/// What a write or sync call was blocked on, by the disk's state meanwhile (bpf/phases.bpf.c
+/// What a write or sync call was blocked on, by the disk's state meanwhile (bpf/disk_busy.bpf.h
 /// `struct disk_busy`): its own data bios in flight, a journal commit of its file system, a
 /// cache flush or FUA write outside a commit, a dirty-throttling pause. With `on_cpu`, `waited`
 /// and `runq` they add up to the call.

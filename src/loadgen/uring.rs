@@ -27,7 +27,7 @@ pub struct Uring {
 
 /// user_data: the slot index across workers in the low UD_SLOT_BITS, and above it the low bits
 /// of the time the generator started the I/O, so a tracer can time the SQ thread's pickup and
-/// tell the generator when each completion was posted (bpf/phases.bpf.c).
+/// tell the generator when each completion was posted (bpf/uring.bpf.h).
 const SLOT_MASK: u64 = (1 << super::UD_SLOT_BITS) - 1;
 
 fn user_data(index: u32, t: u64) -> u64 {

@@ -276,7 +276,7 @@ pub const TRACEPOINT_GROUPS: &[&str] = &[
 
 /// A kernel function the probes compare bi_end_io or ki_complete against, by the names it had.
 pub struct Symbol {
-    /// The rodata it fills (bpf/phases.bpf.c targ_*), or what it is for.
+    /// The rodata it fills (bpf/run.bpf.h targ_*), or what it is for.
     pub role: &'static str,
     /// In order of preference: the first found is used (a kernel may have both names).
     pub names: &'static [&'static str],
@@ -862,7 +862,7 @@ pub struct Plan {
     /// The build of the phases object this kernel loads.
     pub flavour: Flavour,
     /// block_bio_queue takes (request_queue, bio) here (before 5.11): the bio is its second
-    /// argument (phases.bpf.c targ_bio_queue_q).
+    /// argument (bpf/run.bpf.h targ_bio_queue_q).
     pub bio_queue_q: bool,
     pub hooks: Vec<PlannedHook>,
     pub features: Vec<FeatureState>,

@@ -2,7 +2,7 @@
 //!
 //! A trace starts with the hook attached and a check window open: each completion compares the
 //! request's `io_start_time_ns` with the hooked issue time of the same request, read in the same
-//! program run (bpf/phases.bpf.c `issue_stamp_of`, bpf/stamp_check.bpf.h). When every queue
+//! program run (bpf/block.bpf.h `issue_stamp_of`, bpf/stamp_check.bpf.h). When every queue
 //! that did I/O in the window has its stamp within max(1 us, 2%) of the hook on 99% of its
 //! requests (`stamps::decide`), the device phase starts at the stamp and the hook is detached;
 //! a queue whose stamp is 0 (no queue stats: wbt, iocost and iolatency off) or off keeps the
