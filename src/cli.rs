@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+
+use crate::top::{Loop, Show};
 use clap::{builder::BoolishValueParser, ArgAction, Args, Parser, Subcommand};
 
 use crate::job::{self, EngineKind, Job, Rw, Stop, Target};
@@ -394,8 +396,8 @@ pub struct TraceArgs {
     pub freq: u64,
     /// NVMe's doorbell (issue -> nvme_queue_rq returns): fexit, else kprobes (auto); the kprobe
     /// pair forced; or off.
-    #[arg(long, value_enum, default_value_t = crate::probe::session::Doorbell::Auto)]
-    pub doorbell: crate::probe::session::Doorbell,
+    #[arg(long, value_enum, default_value_t = crate::probe::options::Doorbell::Auto)]
+    pub doorbell: crate::probe::options::Doorbell,
     /// Leave out hooks whose name contains one of these (comma-separated, e.g. irq,softirq): what
     /// a family of probes costs (scripts/bench-overhead.sh).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
@@ -427,8 +429,8 @@ pub struct TraceArgs {
     /// The page cache: split each buffered call into on CPU, waited and run queue (split, through
     /// the syscall hooks), or count reads and pages added per CPU from filemap's tracepoints
     /// (count: cheaper on cached reads, times no call and follows no syscall; buffered jobs).
-    #[arg(long, value_enum, default_value_t = crate::probe::session::PageCacheMode::Split)]
-    pub pagecache: crate::probe::session::PageCacheMode,
+    #[arg(long, value_enum, default_value_t = crate::probe::options::PageCacheMode::Split)]
+    pub pagecache: crate::probe::options::PageCacheMode,
     /// Run and trace this command (and what it forks), e.g. -- fio job.fio
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -728,6 +730,76 @@ impl JobCommon {
         job::check_interval(self.interval)?;
         job.validate()?;
         Ok(job)
+    }
+}
+
+impl TopArgs {
+    /// The agent `iopath top` runs, or why these flags do not make one.
+    pub fn to_loop(&self) -> Result<Loop> {
+        let a = self;
+        crate::job::check_interval(a.interval)?;
+        if a.once && a.count > 0 {
+            bail!("--once is one refresh; --count N is N refreshes with --batch: give one of them");
+        }
+        let show = if a.once {
+            Show::Text { count: 1, rows: a.rows }
+        } else if a.batch {
+            Show::Text { count: a.count, rows: a.rows }
+        } else {
+            use std::io::IsTerminal;
+            if !std::io::stdout().is_terminal() {
+                bail!("iopath top's live view needs a terminal: use --batch (or --once) for text, or 'iopath serve' for metrics alone");
+            }
+            if a.count > 0 {
+                bail!("--count applies to --batch: add --batch, or drop --count");
+            }
+            Show::Tui
+        };
+        Ok(Loop {
+            interval: a.interval,
+            by: a.by,
+            sort: a.sort,
+            show,
+            exposition: None,
+            cgroups: a.cgroups,
+            pods_root: a.pods_root.clone(),
+            sync_syscalls: a.sync_syscalls,
+            empty_probes: false,
+            phases: a.phases || a.sync_syscalls,
+            phases_every: None,
+        })
+    }
+}
+
+impl ServeArgs {
+    /// The agent `iopath serve` runs, or why these flags do not make one.
+    pub fn to_loop(&self) -> Result<Loop> {
+        let a = self;
+        crate::job::check_interval(a.interval)?;
+        if let Some(every) = a.phases_every {
+            if a.phases || a.sync_syscalls {
+                bail!("--phases-every duty-cycles the full set beside the one hook; --phases (or --sync-syscalls) attaches it all the time: give one of them");
+            }
+            if a.phases_for.is_zero() || a.phases_for >= every {
+                bail!(
+                "--phases-for {:?} must be shorter than --phases-every {every:?} (and more than 0): the full set is attached for --phases-for of every --phases-every",
+                a.phases_for
+            );
+            }
+        }
+        Ok(Loop {
+            interval: a.interval,
+            by: crate::top::table::GroupBy::Process,
+            sort: crate::top::table::SortBy::Iops,
+            show: Show::Nothing,
+            exposition: None,
+            cgroups: a.cgroups,
+            pods_root: a.pods_root.clone(),
+            sync_syscalls: a.sync_syscalls,
+            empty_probes: a.empty_probes,
+            phases: a.phases || a.sync_syscalls,
+            phases_every: a.phases_every.map(|e| (e, a.phases_for)),
+        })
     }
 }
 

@@ -5,8 +5,12 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::probe::facts::KernelFacts;
-use crate::probe::features::{self, AttachKind, AttachResult};
-use crate::probe::hooks::{self, Choice, Feature, FeatureState};
+use crate::probe::hooks::{self, AttachKind, Feature};
+use crate::probe::options::{force_compat, PlanOptions};
+use crate::probe::plan::{self, Choice, FeatureState};
+use crate::probe::routes::{self, RouteStatus};
+use crate::probe::trials::{self, AttachResult};
+
 use crate::probe::tracefs::Tracefs;
 use crate::sysconf::{self, BlockQueue, IommuState, SysRoots};
 
@@ -51,7 +55,7 @@ pub struct Doctor {
     /// What this kernel offers (tests/data/kernels/*.json are recordings of these).
     pub facts: KernelFacts,
     /// Every route an I/O can take, and whether `iopath trace` follows it here.
-    pub routes: Vec<features::RouteStatus>,
+    pub routes: Vec<RouteStatus>,
     /// Why tracing cannot work here, each with the fix. Empty = it can.
     pub problems: Vec<String>,
     /// Things that work but limit what iopath shows.
@@ -86,7 +90,7 @@ pub struct StampsChecked {
 /// doctor --stamps: loads the one-hook tier, holds one check window open over `secs` of this host's
 /// own I/O (doctor makes none), and keeps each disk's verdicts. Everything is detached on return.
 pub fn check_stamps(d: &mut Doctor, roots: &SysRoots, secs: f64) {
-    use crate::probe::session::TraceOpts;
+    use crate::probe::options::TraceOpts;
     let opts = TraceOpts { top: true, one_hook: true, ..Default::default() };
     let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
     let res = crate::probe::stamps::live(&opts, |_, checker| {
@@ -157,9 +161,9 @@ pub struct AlwaysOn {
 
 /// top and serve's plan carried out (loaded, attached, let go), and what it means for sync I/O.
 fn always_on(facts: &KernelFacts, ksyms: &std::collections::HashMap<String, u64>) -> AlwaysOn {
-    let o = hooks::Options { top: true, force_compat: hooks::force_compat(), ..Default::default() };
-    let opts = crate::probe::session::TraceOpts { top: true, ..Default::default() };
-    let (hooks, error, fentry) = match crate::probe::load::dry_run_with(hooks::plan(facts, &o), ksyms, &opts) {
+    let o = PlanOptions { top: true, force_compat: force_compat(), ..Default::default() };
+    let opts = crate::probe::options::TraceOpts { top: true, ..Default::default() };
+    let (hooks, error, fentry) = match crate::probe::load::dry_run_with(plan::plan(facts, &o), ksyms, &opts) {
         Ok(p) => {
             let f = p.state(Feature::SyncFentry);
             let fentry = if f.on { Ok(()) } else { Err(f.why.clone().unwrap_or_else(|| "not loaded".into())) };
@@ -187,7 +191,7 @@ fn always_on(facts: &KernelFacts, ksyms: &std::collections::HashMap<String, u64>
 pub fn examine(roots: &SysRoots) -> Doctor {
     let privs = sysconf::Privileges::of_this_process(roots);
     let privileged = privs.can_trace();
-    let btf = features::btf_present(&roots.sys);
+    let btf = trials::btf_present(&roots.sys);
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     if !privileged {
@@ -207,7 +211,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if tfs.is_none() {
         facts.unseen.push("tracepoints: tracefs could not be read".into());
     }
-    let planned = hooks::plan(&facts, &hooks::Options { force_compat: hooks::force_compat(), ..Default::default() });
+    let planned = plan::plan(&facts, &PlanOptions { force_compat: force_compat(), ..Default::default() });
     let tracepoints: Vec<TracepointStatus> = if tfs.is_some() {
         planned
             .hooks
@@ -234,7 +238,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
             t.name
         ));
     }
-    let attach = if btf { features::attach_kinds(privileged) } else { Vec::new() };
+    let attach = if btf { trials::attach_kinds(privileged) } else { Vec::new() };
     let ok = |k: AttachKind| attach.iter().any(|a| a.kind == k && a.ok);
     if privileged && btf && !ok(AttachKind::TpBtf) && !ok(AttachKind::RawTp) && !ok(AttachKind::Tracepoint) {
         problems.push("no tracepoint program could be loaded and attached (see the attach lines): check lockdown (/sys/kernel/security/lockdown) and dmesg".into());
@@ -271,8 +275,8 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         } else {
             let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
             always = Some(always_on(&facts, &ksyms));
-            let o = hooks::Options { top: true, one_hook: true, ..Default::default() };
-            one_hook = Some(match crate::probe::stamps::dry_run(hooks::plan(&facts, &o), &ksyms) {
+            let o = PlanOptions { top: true, one_hook: true, ..Default::default() };
+            one_hook = Some(match crate::probe::stamps::dry_run(plan::plan(&facts, &o), &ksyms) {
                 Ok(hooks) => OneHook { hooks, error: None },
                 Err(e) => OneHook { hooks: Vec::new(), error: Some(format!("{e:#}")) },
             });
@@ -290,7 +294,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     }
     // Without root, kallsyms reads as zeros and tracefs is closed: every route would look
     // unfollowed for want of what this user cannot see. Say unknown instead.
-    let routes = if tfs.is_some() && privileged { features::routes(&plan, &facts) } else { Vec::new() };
+    let routes = if tfs.is_some() && privileged { routes::routes(&plan, &facts) } else { Vec::new() };
     let tracing_possible = problems.is_empty();
     let trace_plan = if tfs.is_some() { trace_plan(&plan) } else { Vec::new() };
     Doctor {
@@ -325,7 +329,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
 }
 
 /// How each hook is attached on this kernel, from the plan the dry run carried out.
-fn trace_plan(plan: &hooks::Plan) -> Vec<(String, String)> {
+fn trace_plan(plan: &plan::Plan) -> Vec<(String, String)> {
     plan.hooks
         .iter()
         .map(|h| {

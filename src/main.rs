@@ -49,8 +49,12 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare_cmd(a),
         Command::Study(a) => study_cmd(a),
         Command::Sweep(a) => sweep_cmd(a),
-        Command::Top(a) => iopath::top::top_cmd(a).map(|()| ExitCode::SUCCESS),
-        Command::Serve(a) => iopath::top::serve_cmd(a).map(|()| ExitCode::SUCCESS),
+        Command::Top(a) => {
+            a.to_loop().and_then(|l| iopath::top::run(l, a.listen.as_deref(), "top")).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Serve(a) => {
+            a.to_loop().and_then(|l| iopath::top::run(l, Some(&a.listen), "serve")).map(|()| ExitCode::SUCCESS)
+        }
         Command::Completions(a) => completions_cmd(a),
         Command::Man(a) => man_cmd(a),
     };
@@ -287,7 +291,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         write_file(&dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
         write_file(&dir.join("raw.json"), serde_json::to_vec(&raw)?)?;
         let mut txt = Vec::new();
-        report::render_text(&rep, &mut txt)?;
+        report::text::render_text(&rep, &mut txt)?;
         write_file(&dir.join("report.txt"), txt)?;
         let graphs = rep.flamegraphs.as_ref();
         let flames: Vec<(&str, String)> = [
@@ -831,10 +835,10 @@ fn emit(rep: &report::Report, json: Option<&std::path::Path>) -> Result<()> {
             writeln!(w)
         }),
         Some(p) => {
-            print(|w| report::render_text(rep, w))?;
+            print(|w| report::text::render_text(rep, w))?;
             write_file(p, serde_json::to_vec_pretty(rep)?)
         }
-        None => print(|w| report::render_text(rep, w)),
+        None => print(|w| report::text::render_text(rep, w)),
     }
 }
 

@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use crate::job::Job;
 use crate::model::RawTrace;
-use crate::probe::session::{self, TraceOpts};
+use crate::probe::{options::TraceOpts, session};
 use crate::report::{Process, Report};
 use crate::sysconf::{self, SysRoots};
 use crate::{aggregate, loadgen};
@@ -51,13 +51,13 @@ pub struct TraceFlags {
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: off).
     pub stacks: Option<crate::probe::sampler::StackOpts>,
-    pub doorbell: crate::probe::session::Doorbell,
+    pub doorbell: crate::probe::options::Doorbell,
     pub skip_hooks: Vec<String>,
     pub empty_probes: bool,
     /// `--issue-hook`: block_rq_issue attached for the whole lean trace.
     pub issue_hook: bool,
     pub hooks: HookSet,
-    pub pagecache: crate::probe::session::PageCacheMode,
+    pub pagecache: crate::probe::options::PageCacheMode,
     /// The time series' interval (a traced command or process; the generator's is the job's).
     pub interval: std::time::Duration,
     /// `--perfetto FILE`: the events (kept in FILE.events while tracing unless --events-out
@@ -66,14 +66,33 @@ pub struct TraceFlags {
 }
 
 impl TraceFlags {
+    /// The probes' options these flags set, the one place they are converted; what to trace
+    /// (the process, its disks' interrupts, the generator's stamps) is the caller's to add.
+    pub fn opts(&self) -> TraceOpts {
+        TraceOpts {
+            force_raw_tp: self.force_raw_tp,
+            prog_stats: self.prog_stats,
+            events: self.events_on(),
+            events_out: self.events_file(),
+            stacks: self.stacks.clone(),
+            doorbell: self.doorbell,
+            skip_hooks: self.skip_hooks.clone(),
+            empty_probes: self.empty_probes,
+            pagecache: self.pagecache,
+            irq_stamps: self.perfetto.is_some(),
+            issue_hook: self.issue_hook,
+            ..TraceOpts::default()
+        }
+    }
+
     fn events_on(&self) -> bool {
         self.events || self.events_out.is_some() || self.perfetto.is_some()
     }
 
     /// Where the records go: --events-out, else a nameless file beside the Perfetto file for the
     /// conversion (never a name of the user's: `X.events.tmp` had been deleted, whatever it was).
-    fn events_file(&self) -> Option<crate::probe::session::EventsOut> {
-        use crate::probe::session::EventsOut;
+    fn events_file(&self) -> Option<crate::probe::options::EventsOut> {
+        use crate::probe::options::EventsOut;
         match (&self.events_out, &self.perfetto) {
             (Some(p), _) => Some(EventsOut::File(p.clone())),
             (None, Some(p)) => Some(EventsOut::Scratch(p.clone())),
@@ -176,9 +195,9 @@ pub enum HookSet {
 /// The hooks a generator job gets. The lean set is the default where it follows the job: the
 /// scheduler, softirq and syscall hooks cost ~0.5-1 us of BPF per I/O on the submitting thread
 /// (0.65x untraced against the one-phase peer's 0.76x, loop device QD32: docs/performance.md).
-pub fn hook_set(job: &Job, hooks: HookSet) -> Result<crate::probe::session::Lean> {
+pub fn hook_set(job: &Job, hooks: HookSet) -> Result<crate::probe::options::Lean> {
     use crate::job::EngineKind;
-    use crate::probe::session::Lean;
+    use crate::probe::options::Lean;
     let fits = match job.engine {
         EngineKind::Uring if job.direct => Some(Lean::Uring),
         EngineKind::Aio if job.direct => Some(Lean::Aio),
@@ -197,12 +216,12 @@ pub fn hook_set(job: &Job, hooks: HookSet) -> Result<crate::probe::session::Lean
 
 pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
     anyhow::ensure!(
-        !(flags.pagecache == crate::probe::session::PageCacheMode::Count && job.direct),
+        !(flags.pagecache == crate::probe::options::PageCacheMode::Count && job.direct),
         "--pagecache count leaves out the syscall hooks that the direct (O_DIRECT) routes are timed by: \
          use it with --direct false, or drop it"
     );
     use crate::job::EngineKind;
-    use crate::probe::session::Lean;
+    use crate::probe::options::Lean;
     let lean = hook_set(job, flags.hooks)?;
     let roots = SysRoots::live();
     check_can_trace(&roots)?;
@@ -215,12 +234,6 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         tgid: unsafe { libc::getpid() } as u32,
         exclude_tids: vec![unsafe { libc::gettid() } as u32],
         irqs,
-        force_raw_tp: flags.force_raw_tp,
-        prog_stats: flags.prog_stats,
-        tree: Vec::new(),
-        events: flags.events_on(),
-        events_out: flags.events_file(),
-        stacks: flags.stacks.clone(),
         app_stamp: job.engine != crate::job::EngineKind::Psync,
         // SQPOLL and lean io_uring: the generator times its reap from the probes' posting
         // times; lean aio: the probes start each I/O at the generator's io_submit time.
@@ -229,17 +242,9 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         } else {
             0
         },
-        doorbell: flags.doorbell,
-        skip_hooks: flags.skip_hooks.clone(),
-        empty_probes: flags.empty_probes,
         lean,
-        pagecache: flags.pagecache,
         series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
-        top: false,
-        sync_syscalls: false,
-        irq_stamps: flags.perfetto.is_some(),
-        one_hook: false,
-        issue_hook: flags.issue_hook,
+        ..flags.opts()
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
     let summary = aggregate::summarize(&raw, outcome.stats.ios());
@@ -426,28 +431,10 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         External::Command(_) => Vec::new(),
     };
     let opts = TraceOpts {
-        tgid: 0,
-        exclude_tids: Vec::new(),
         irqs,
-        force_raw_tp: flags.force_raw_tp,
-        prog_stats: flags.prog_stats,
         tree: std::iter::once(pid).chain(children.iter().copied()).collect(),
-        events: flags.events_on(),
-        events_out: flags.events_file(),
-        stacks: flags.stacks.clone(),
-        app_stamp: false,
-        clock_slots: 0,
-        doorbell: flags.doorbell,
-        skip_hooks: flags.skip_hooks.clone(),
-        empty_probes: flags.empty_probes,
-        lean: crate::probe::session::Lean::Off,
-        pagecache: flags.pagecache,
         series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
-        top: false,
-        sync_syscalls: false,
-        irq_stamps: flags.perfetto.is_some(),
-        one_hook: false,
-        issue_hook: flags.issue_hook,
+        ..flags.opts()
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).
     let cgroup = sysconf::cgroup_io(&roots, pid);

@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use iopath::probe::features::{with_attached, AttachKind};
+use iopath::probe::{hooks::AttachKind, trials::with_attached};
 
 fn direct_reads(path: &std::path::Path, n: usize) {
     let out = iopath(&[

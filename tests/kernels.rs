@@ -6,8 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use iopath::probe::facts::KernelFacts;
-use iopath::probe::features::routes;
-use iopath::probe::hooks::{kernel_table, plan, Choice, Feature, Flavour, Options};
+use iopath::probe::hooks::{Feature, Flavour};
+use iopath::probe::options::PlanOptions as Options;
+use iopath::probe::plan::{kernel_table, plan, Choice};
+use iopath::probe::routes::routes;
 
 const KERNELS: &[(&str, &str)] = &[
     ("5.10", "5.10"),

@@ -133,3 +133,236 @@ fn every_bpf_file_carries_one_license() {
         assert_eq!(spdx(&f), "(LGPL-2.1 OR BSD-2-Clause)", "{}", f.display());
     }
 }
+
+/// Every `src/` file is a module (`a/mod.rs` is `a`, `lib.rs` and `main.rs` the crate).
+fn rust_modules() -> std::collections::BTreeMap<String, PathBuf> {
+    let mut out = std::collections::BTreeMap::new();
+    let src = root().join("src");
+    let mut dirs = vec![src.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&src).unwrap().with_extension("");
+                let mut name = rel.to_string_lossy().replace('/', "::");
+                if let Some(parent) = name.strip_suffix("::mod") {
+                    name = parent.to_owned();
+                }
+                if name == "lib" || name == "main" {
+                    name = "crate".to_owned();
+                }
+                out.insert(name, p);
+            }
+        }
+    }
+    out
+}
+
+/// The text without its `#[cfg(test)] mod ... { }` blocks: tests may reach anywhere.
+fn without_test_modules(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        let after = &rest[at..];
+        let Some(open) = after.find('{') else { break };
+        let head = &after[..open];
+        if !head.contains("mod ") || head.contains(';') {
+            out.push_str(&rest[..at + "#[cfg(test)]".len()]);
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `a::{b, c::{d, e}}` -> `a::b`, `a::c::d`, `a::c::e`.
+fn expand_use(tree: &str) -> Vec<String> {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        return vec![tree.split(" as ").next().unwrap().trim().trim_end_matches("::").to_owned()];
+    };
+    let prefix = tree[..open].trim();
+    let inner = &tree[open + 1..tree.rfind('}').unwrap()];
+    let (mut parts, mut depth, mut cur) = (Vec::new(), 0, String::new());
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    parts
+        .iter()
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|p| expand_use(p))
+        .map(|p| if p == "self" { prefix.trim_end_matches("::").to_owned() } else { format!("{prefix}{p}") })
+        .collect()
+}
+
+/// Module -> the modules its non-test code names (`use crate::`, `crate::` paths, `super::`,
+/// and a mod.rs's own children).
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mods = rust_modules();
+    let resolve = |path: &str| -> Option<String> {
+        let parts: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+        (1..=parts.len()).rev().map(|i| parts[..i].join("::")).find(|m| mods.contains_key(m))
+    };
+    let mut g = std::collections::BTreeMap::new();
+    for (m, p) in &mods {
+        let text = without_test_modules(&fs::read_to_string(p).unwrap());
+        let parent = m.rsplit_once("::").map_or("", |(a, _)| a).to_owned();
+        let here = if m == "crate" { String::new() } else { m.clone() };
+        let mut paths: Vec<String> = Vec::new();
+        for stmt in text.split(';') {
+            let s = stmt.trim_start();
+            let s = s.strip_prefix("pub ").or_else(|| s.strip_prefix("pub(crate) ")).unwrap_or(s);
+            if let Some(tree) = s.strip_prefix("use ") {
+                for path in expand_use(tree) {
+                    if let Some(r) = path.strip_prefix("crate::") {
+                        paths.push(r.to_owned());
+                    } else if let Some(r) = path.strip_prefix("super::") {
+                        paths.push(format!("{parent}::{r}"));
+                    } else if let Some(r) = path.strip_prefix("self::") {
+                        paths.push(format!("{here}::{r}"));
+                    } else {
+                        paths.push(format!("{here}::{path}"));
+                    }
+                }
+            }
+        }
+        for (key, base) in [("crate::", String::new()), ("super::", parent.clone())] {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(key) {
+                let tail = &rest[at + key.len()..];
+                let end = tail.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(tail.len());
+                paths.push(format!("{base}::{}", &tail[..end]));
+                rest = &tail[end..];
+            }
+        }
+        let deps: std::collections::BTreeSet<String> = paths
+            .iter()
+            .filter_map(|p| resolve(p.trim_start_matches("::")))
+            .filter(|d| d != m && d != "crate")
+            .collect();
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+/// The strongly connected groups of more than one module (Tarjan).
+fn cycles(g: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        index: std::collections::HashMap<&'a str, usize>,
+        low: std::collections::HashMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: std::collections::HashSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on.remove(w);
+                comp.push(w.to_owned());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: Default::default(),
+        low: Default::default(),
+        stack: Vec::new(),
+        on: Default::default(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_two_modules_of_src_depend_on_each_other() {
+    let g = module_graph();
+    // The reading sees what is there: the session uses the plan, the plan the table.
+    assert!(g["probe::session"].contains("probe::load") && g["probe::plan"].contains("probe::hooks"), "{g:?}");
+    let found = cycles(&g);
+    assert!(found.is_empty(), "modules in a cycle (each group depends on itself through the others): {found:?}");
+    // ... and finds one where there is one.
+    let mut looped = g.clone();
+    looped.get_mut("probe::hooks").unwrap().insert("probe::session".into());
+    assert!(!cycles(&looped).is_empty());
+}
+
+/// The pure table and plan import nothing of a session; no room below main.rs takes the command
+/// line's clap structs.
+#[test]
+fn the_table_and_plan_stand_apart_and_only_main_reads_the_command_line() {
+    let g = module_graph();
+    for (m, allowed) in [
+        ("probe::hooks", &[][..]),
+        ("probe::options", &["probe::sampler", "probe::series"][..]),
+        ("probe::plan", &["probe::facts", "probe::hooks", "probe::options"][..]),
+    ] {
+        let extra: Vec<&String> =
+            g[m].iter().filter(|d| d.starts_with("probe") && !allowed.contains(&d.as_str())).collect();
+        assert!(extra.is_empty(), "{m} depends on {extra:?}");
+    }
+    let readers: Vec<&String> = g.iter().filter(|(m, d)| d.contains("cli") && *m != "crate").map(|(m, _)| m).collect();
+    assert!(readers.is_empty(), "modules taking the command line's structs (give them their own options): {readers:?}");
+}

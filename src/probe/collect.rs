@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
-use super::session::TraceOpts;
+use super::options::TraceOpts;
 use crate::model::{ExecMapping, IrqStamp, RawSeries, RawVmstat};
 
 /// Interrupt stamps kept in memory at most (16 bytes each: 64 MiB); later ones are counted.
@@ -213,12 +213,12 @@ impl Collectors<'_> {
             let (tmp, _) = w.into_parts();
             let on_disk = tmp.written;
             match (err.is_none(), dest) {
-                (true, super::session::EventsOut::File(_)) => {
+                (true, super::options::EventsOut::File(_)) => {
                     if let Err(e) = tmp.persist() {
                         err = Some(format!("{e:#}"));
                     }
                 }
-                (true, super::session::EventsOut::Scratch(_)) => {
+                (true, super::options::EventsOut::Scratch(_)) => {
                     let mut f = tmp.into_scratch();
                     std::io::Seek::rewind(&mut f).context("reading back the events")?;
                     out.events_scratch = Some(f);
@@ -230,8 +230,8 @@ impl Collectors<'_> {
             out.events_file_error = err.map(|e| {
                 let reached = crate::events::records_within(on_disk).min(received);
                 let what = match dest {
-                    super::session::EventsOut::File(p) => format!("--events-out {}: not written", p.display()),
-                    super::session::EventsOut::Scratch(p) => {
+                    super::options::EventsOut::File(p) => format!("--events-out {}: not written", p.display()),
+                    super::options::EventsOut::Scratch(p) => {
                         format!("--perfetto {}: not written, its events could not be kept beside it", p.display())
                     }
                 };

@@ -11,8 +11,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::features::AttachKind;
 use super::hooks;
+use super::hooks::AttachKind;
 
 /// The facts of one kernel. Absent means absent: a fact that could not be looked at (no root, no
 /// tracefs) is said in `unseen`, and the plan then treats it as missing.
@@ -119,7 +119,7 @@ impl KernelFacts {
             .unwrap_or(false);
         if privileged {
             f.bpf = bpf_features();
-            for a in super::features::attach_kinds(true) {
+            for a in super::trials::attach_kinds(true) {
                 f.attach.insert(a.kind.name().into(), a.error);
             }
         } else {
@@ -195,7 +195,7 @@ fn bpf_features() -> BTreeSet<String> {
         (hooks::BPF_TASK_BTF, helper(sys::BPF_FUNC_get_current_task_btf)),
         (hooks::BPF_RINGBUF, map(sys::BPF_MAP_TYPE_RINGBUF)),
         (hooks::BPF_TASK_STORAGE, map(sys::BPF_MAP_TYPE_TASK_STORAGE)),
-        (hooks::BPF_ATOMICS, super::features::atomics_load().is_ok()),
+        (hooks::BPF_ATOMICS, super::trials::atomics_load().is_ok()),
     ] {
         if ok {
             out.insert(name.to_owned());

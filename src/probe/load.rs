@@ -12,17 +12,14 @@ use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel};
 use libbpf_rs::{Link, OpenObject, TracepointCategory};
 
-use super::hooks::{Choice, Feature, Obj, Plan, Via, HOOKS};
+use super::hooks::{Feature, Obj, Via, HOOKS};
+use super::options::{PageCacheMode, TraceOpts};
+use super::plan::{Choice, Plan};
+use super::tracefs::Tracefs;
 use crate::model::ProbeStatus;
 
 /// Loads tried at most per object: each failed load turns one feature off.
 pub const MAX_LOADS: usize = 8;
-
-/// The program a libbpf failure names ("prog 'X': BPF program load failed: ...").
-pub fn failing_prog(log_line: &str) -> Option<String> {
-    let rest = &log_line[log_line.find("prog '")? + 6..];
-    Some(rest[..rest.find('\'')?].to_owned())
-}
 
 /// Opens, configures and loads an object per `plan`, turning off the feature of each program
 /// that fails to load, until it loads or a required program fails. `open` opens a fresh object
@@ -146,31 +143,64 @@ fn group_of(hook: &str) -> &str {
 /// Loads and attaches everything `plan` asks of this kernel, then lets it all go: the doctor's
 /// proof. Returns the plan as carried out (features that failed turned off, with the reason).
 pub fn dry_run(plan: Plan, ksyms: &HashMap<String, u64>) -> Result<Plan> {
-    dry_run_with(plan, ksyms, &super::session::TraceOpts::default())
+    dry_run_with(plan, ksyms, &TraceOpts::default())
 }
 
 /// `dry_run` with these options' rodata (top and serve's: `top` set).
-pub fn dry_run_with(mut plan: Plan, ksyms: &HashMap<String, u64>, opts: &super::session::TraceOpts) -> Result<Plan> {
-    let opts = opts.clone();
-    let mut p_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut c_stores: [MaybeUninit<OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let phases = load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| {
-        super::session::open_phases(s, &opts, ksyms, plan)
-    })?;
-    let counts = load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| {
-        super::session::open_counts(s, &opts, plan)
-    })?;
+pub fn dry_run_with(mut plan: Plan, ksyms: &HashMap<String, u64>, opts: &TraceOpts) -> Result<Plan> {
+    let mut stores = Stores::default();
+    let (phases, counts) = load_all(&mut plan, opts, ksyms, &mut stores)?;
     let attached = attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
     drop(attached);
     Ok(plan)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn failing_prog_is_read_from_libbpfs_message() {
-        let line = "libbpf: prog 'nvme_queue_rq_exit': BPF program load failed: -EPERM";
-        assert_eq!(super::failing_prog(line).as_deref(), Some("nvme_queue_rq_exit"));
-        assert_eq!(super::failing_prog("libbpf: failed to load object"), None);
+/// Room for each object's tries (`load_per_plan`): the loaded skeletons borrow it.
+pub struct Stores {
+    phases: [MaybeUninit<OpenObject>; MAX_LOADS],
+    counts: [MaybeUninit<OpenObject>; MAX_LOADS],
+}
+
+impl Default for Stores {
+    fn default() -> Self {
+        Stores {
+            phases: std::array::from_fn(|_| MaybeUninit::uninit()),
+            counts: std::array::from_fn(|_| MaybeUninit::uninit()),
+        }
     }
+}
+
+/// A trace's two objects (phases, counts) opened with these options and loaded per plan: the one
+/// way the session and doctor's dry run load them.
+pub fn load_all<'obj>(
+    plan: &mut Plan,
+    opts: &TraceOpts,
+    ksyms: &HashMap<String, u64>,
+    stores: &'obj mut Stores,
+) -> Result<(super::phases_skel::PhasesSkel<'obj>, super::counts_skel::CountsSkel<'obj>)> {
+    let Stores { phases: p_stores, counts: c_stores } = stores;
+    let phases =
+        load_per_plan(Obj::Phases, "phases", plan, p_stores, |s, plan| super::open::open_phases(s, opts, ksyms, plan))?;
+    let counts =
+        load_per_plan(Obj::Counts, "counts", plan, c_stores, |s, plan| super::open::open_counts(s, opts, plan))?;
+    Ok((phases, counts))
+}
+
+/// This kernel's plan for these options, or why it cannot trace at all. tracefs stays mounted
+/// while the returned guard lives.
+pub fn plan_for(opts: &TraceOpts) -> Result<(Tracefs, Plan)> {
+    let tfs = Tracefs::ensure()?;
+    let facts = super::facts::KernelFacts::gather_with(Some(&tfs), true);
+    let plan = super::plan::plan(&facts, &opts.plan_options());
+    if let Some(why) = plan.fatal() {
+        bail!("{why}. Run 'iopath doctor' to see what this kernel supports");
+    }
+    if opts.pagecache == PageCacheMode::Count && !plan.is_on(Feature::PageCacheCount) {
+        bail!(
+            "--pagecache count needs filemap:mm_filemap_get_pages and mm_filemap_add_to_page_cache \
+             through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel ({})",
+            plan.state(Feature::PageCacheCount).why.clone().unwrap_or_default()
+        );
+    }
+    Ok((tfs, plan))
 }

@@ -47,5 +47,21 @@ pub fn reason() -> Option<String> {
 /// The program libbpf named in its warnings since `clear` ("prog 'X': ..."), if any.
 pub fn failing_prog() -> Option<String> {
     let last = LAST.lock().ok()?;
-    last.iter().find_map(|l| super::load::failing_prog(l))
+    last.iter().find_map(|l| failing_prog_in(l))
+}
+
+/// The program a libbpf failure names ("prog 'X': BPF program load failed: ...").
+pub fn failing_prog_in(log_line: &str) -> Option<String> {
+    let rest = &log_line[log_line.find("prog '")? + 6..];
+    Some(rest[..rest.find('\'')?].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failing_prog_is_read_from_libbpfs_message() {
+        let line = "libbpf: prog 'nvme_queue_rq_exit': BPF program load failed: -EPERM";
+        assert_eq!(super::failing_prog_in(line).as_deref(), Some("nvme_queue_rq_exit"));
+        assert_eq!(super::failing_prog_in("libbpf: failed to load object"), None);
+    }
 }

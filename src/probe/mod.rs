@@ -4,18 +4,23 @@
 mod collect;
 pub mod expire;
 pub mod facts;
-pub mod features;
 pub mod flavour;
 pub mod hooks;
 pub mod issue_stamps;
 pub mod kallsyms;
+pub mod live;
 pub mod load;
 pub mod log;
+pub mod open;
+pub mod options;
+pub mod plan;
+pub mod routes;
 pub mod sampler;
 pub mod series;
 pub mod session;
 pub mod stamps;
 pub mod tracefs;
+pub mod trials;
 pub mod vmstat;
 
 #[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, non_upper_case_globals)]

@@ -5,121 +5,16 @@
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 
-use anyhow::{anyhow, bail, Context, Result};
-use libbpf_rs::skel::{Skel, SkelBuilder};
+use anyhow::{anyhow, Context, Result};
+use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::collect::Collectors;
-use super::counts_skel::CountsSkelBuilder;
-use super::hooks::{Feature, Obj};
-use super::load::{attach_per_plan, load_per_plan, Attached, MAX_LOADS};
-use super::phases_skel::PhasesSkelBuilder;
-use super::tracefs::Tracefs;
+use super::hooks::Obj;
+use super::live::{prog_info, LiveMaps};
+use super::load::{attach_per_plan, load_all, plan_for, Attached, Stores};
+use super::options::{Lean, TraceOpts};
 use crate::model::{BpfHist, ProbeStatus, RawTrace, NR_COUNTERS, NR_PHASES};
-
-/// Where a trace's event records go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EventsOut {
-    /// `--events-out FILE`.
-    File(std::path::PathBuf),
-    /// Beside this file (`--perfetto`'s), nameless, read back after the trace.
-    Scratch(std::path::PathBuf),
-}
-
-impl EventsOut {
-    pub fn path(&self) -> &std::path::Path {
-        match self {
-            EventsOut::File(p) | EventsOut::Scratch(p) => p,
-        }
-    }
-}
-
-/// What to trace.
-#[derive(Clone, Debug, Default)]
-pub struct TraceOpts {
-    /// Process to trace (0 = all).
-    pub tgid: u32,
-    /// iopath's own threads inside the traced process (their context switches do not count).
-    pub exclude_tids: Vec<u32>,
-    /// IRQ numbers of the target device's vectors.
-    pub irqs: Vec<u32>,
-    /// raw_tp instead of tp_btf for the tracepoint programs.
-    pub force_raw_tp: bool,
-    /// Have the kernel time every program run (BPF_ENABLE_STATS): what each probe costs.
-    pub prog_stats: bool,
-    /// Trace these processes and every process they fork (instead of `tgid` alone).
-    pub tree: Vec<u32>,
-    /// One record per reaped I/O through a ring buffer (drained every 20 ms)...
-    pub events: bool,
-    /// ...kept in this file (`iopath.events/3`) when given.
-    pub events_out: Option<EventsOut>,
-    /// Stacks for flamegraphs (None: no sampling).
-    pub stacks: Option<super::sampler::StackOpts>,
-    /// The traced process is the bundled generator, which stamps each SQE's user_data and each
-    /// iocb's aio_data with the time it queued the I/O: its own time before the kernel and
-    /// SQPOLL's pickup are then measured.
-    pub app_stamp: bool,
-    /// The generator's slots across workers (jobs x qd) in the slot clock it shares with the
-    /// probes (loadgen::slot_clock: io_uring's posting times under SQPOLL or --lean, lean aio's
-    /// io_submit times; 0: none).
-    pub clock_slots: u32,
-    /// How to time NVMe's doorbell.
-    pub doorbell: Doorbell,
-    /// Hooks whose name contains one of these are not attached (to measure a family's cost).
-    pub skip_hooks: Vec<String>,
-    /// Every program's body empty (`--empty-probes`): the hooks' cost floor, no data.
-    pub empty_probes: bool,
-    /// `--lean`: the hooks the four phases of the generator's direct I/O need and no more.
-    pub lean: Lean,
-    /// `--pagecache`: split buffered calls (the syscall hooks) or count the page cache.
-    pub pagecache: PageCacheMode,
-    /// The time series: its interval and where its time starts (None: not sampled).
-    pub series: Option<(std::time::Duration, super::series::Start)>,
-    /// `iopath top` / `serve`: every closed I/O also counted per (process, disk, route,
-    /// direction) in the `top` map.
-    pub top: bool,
-    /// top / serve `--sync-syscalls`: the syscall hooks time sync and aio submission (every
-    /// system call of every process then pays for them).
-    pub sync_syscalls: bool,
-    /// With `events`: every interrupt on `irqs` as a time stamp too (a timeline: --perfetto).
-    pub irq_stamps: bool,
-    /// top / serve's one-hook tier (probe::stamps) instead of the full set.
-    pub one_hook: bool,
-    /// A lean trace keeps block_rq_issue attached throughout (`--issue-hook`) instead of
-    /// trusting a checked io_start_time_ns (probe::issue_stamps).
-    pub issue_hook: bool,
-}
-
-impl TraceOpts {
-    /// Whether the lean trace may take its device phase's start from the request's stamp.
-    pub fn issue_stamps(&self) -> bool {
-        self.lean != Lean::Off && !self.top && !self.issue_hook && !self.empty_probes
-    }
-}
-
-/// The maps a live reader (`iopath top`) reads while the workload runs, by fd.
-#[derive(Clone, Debug)]
-pub struct LiveMaps {
-    pub top: i32,
-    /// The one-hook tier's row slots (a per-CPU array of `struct stamps_row`, `top` its
-    /// spill-over hash); -1 with the full set.
-    pub stamp_rows: i32,
-    pub phase_counters: i32,
-    pub count_counters: i32,
-    /// The one-hook tier's counters (`enum stamps_counter`); -1 with the full set.
-    pub stamps_counters: i32,
-    /// Every hook of the session: its name, whether it attached, and how (tp_btf, raw_tp ...).
-    pub hooks: Vec<(String, bool, String)>,
-    /// The attached hooks' programs (hook, program fd): their run counts and times, live (with
-    /// `prog_stats`).
-    pub progs: Vec<(String, i32)>,
-    /// The per-I/O tables (mmapable arrays), for expiry (probe::expire).
-    pub ios: i32,
-    pub links: i32,
-    /// Their held-index hashes: the compat build's claims (bpf/compat.bpf.h), freed with a slot.
-    pub ios_held: i32,
-    pub links_held: i32,
-}
 
 /// The slot_clock map, mapped into this process for the generator (see loadgen::slot_clock);
 /// unmapped on drop, after the clock is cleared.
@@ -154,149 +49,9 @@ impl Drop for SlotClockMap {
     }
 }
 
-/// Ring buffer for `--events`: 16 MiB holds ~260k records, over a second at this machine's
-/// fastest rate, against a 20 ms drain.
-const EVENTS_RING_BYTES: u32 = 16 << 20;
-
-/// How to time NVMe's doorbell (`--doorbell`): fexit first, falling back to kprobes (auto); or
-/// the kprobe pair forced (the VM rig exercises it where fexit would attach); or not at all.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Doorbell {
-    #[default]
-    Auto,
-    Kprobe,
-    Off,
-}
-
-/// How the page cache is followed (`--pagecache`): each buffered call split into on CPU, waited
-/// and run queue through the syscall hooks (split), or counted per CPU from filemap's own
-/// tracepoints, one program per read and no syscall hook (count: ~0.4 us of BPF less per cached
-/// read, scripts/bench-overhead.sh cached; no call is timed and no syscall route followed).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum PageCacheMode {
-    #[default]
-    Split,
-    Count,
-}
-
-/// Opens the phases object in `store` and sets everything but autoload: the rodata (the options,
-/// the kernel functions that tell who owns a bio) and map sizes.
-pub(crate) fn open_phases<'obj>(
-    store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    opts: &TraceOpts,
-    ksyms: &std::collections::HashMap<String, u64>,
-    plan: &super::hooks::Plan,
-) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
-    use super::hooks::{Flavour, OWNER_SYMBOLS, STACK_SYMBOLS};
-    super::flavour::set(plan.flavour);
-    let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
-    let addr = |syms: &[super::hooks::Symbol], role: &str| super::hooks::symbol_addr(syms, role, ksyms);
-    {
-        let ro = p_open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("phases: no .rodata"))?;
-        ro.targ_tgid = opts.tgid;
-        ro.targ_events = opts.events;
-        ro.targ_top = opts.top;
-        ro.targ_claim_at_bio = opts.top && !opts.sync_syscalls;
-        // top / serve report no syscall counts: other calls skip the hook's work (scripts/
-        // bench-serve-overhead.sh, the "syscalls" point).
-        ro.targ_syscalls = !opts.top;
-        ro.targ_tree = !opts.tree.is_empty();
-        ro.targ_app_stamp = opts.app_stamp;
-        ro.targ_empty = opts.empty_probes;
-        ro.targ_lean = opts.lean == Lean::Uring;
-        ro.targ_aio_at_bio = opts.lean == Lean::Aio;
-        // The NVMe split times setup_cmd -> issue at block_rq_issue: where it is on, the hook stays
-        // (the rig's 7.3 guest lost its driver phase without it).
-        ro.targ_issue_stamps = opts.issue_stamps() && !plan.is_on(super::hooks::Feature::NvmeSplit);
-        ro.targ_iomap_end_io = addr(OWNER_SYMBOLS, "iomap_end_io");
-        ro.targ_blkdev_end_io = addr(OWNER_SYMBOLS, "blkdev_end_io");
-        ro.targ_blkdev_end_io_async = addr(OWNER_SYMBOLS, "blkdev_end_io_async");
-        ro.targ_bio_wait_end_io = addr(OWNER_SYMBOLS, "bio_wait_end_io");
-        ro.targ_blkdev_simple_end_io = addr(OWNER_SYMBOLS, "blkdev_simple_end_io");
-        ro.targ_chain_end_io = addr(OWNER_SYMBOLS, "chain_end_io");
-        ro.targ_aio_complete = addr(OWNER_SYMBOLS, "aio_complete");
-        ro.targ_dm_end_io = addr(STACK_SYMBOLS, "dm_end_io");
-        ro.targ_crypt_end_io = addr(STACK_SYMBOLS, "crypt_end_io");
-        ro.targ_raid1_read_end_io = addr(STACK_SYMBOLS, "raid1_read_end_io");
-        ro.targ_raid1_write_end_io = addr(STACK_SYMBOLS, "raid1_write_end_io");
-        ro.targ_md_clone_end_io = addr(STACK_SYMBOLS, "md_clone_end_io");
-        ro.targ_bio_queue_q = plan.bio_queue_q;
-    }
-    // Each build leaves the other's maps empty: task storage does not exist before 5.11, and
-    // the compat build's tables would cost the modern one ~20 MiB for nothing.
-    if plan.flavour == Flavour::Compat {
-        p_open.maps.task_ctxs.set_autocreate(false).context("leaving task storage out")?;
-    } else {
-        for m in [&mut p_open.maps.task_ctx_tids, &mut p_open.maps.ios_held, &mut p_open.maps.links_held] {
-            m.set_max_entries(1).context("sizing the compat build's maps")?;
-        }
-    }
-    if opts.events {
-        p_open.maps.events.set_max_entries(EVENTS_RING_BYTES).context("sizing the events ring buffer")?;
-    }
-    if opts.clock_slots > 0 {
-        p_open.maps.slot_clock.set_max_entries(opts.clock_slots).context("sizing the slot_clock map")?;
-    }
-    Ok(p_open)
-}
-
-/// Opens the counts object (interrupts, softirqs, IOMMU and DMA maps) and sets its rodata.
-pub(crate) fn open_counts<'obj>(
-    store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    opts: &TraceOpts,
-    _plan: &super::hooks::Plan,
-) -> Result<super::counts_skel::OpenCountsSkel<'obj>> {
-    let mut c_open = CountsSkelBuilder::default().open(store).context("opening the counts BPF object")?;
-    if opts.irq_stamps && opts.events {
-        c_open.maps.irq_stamps.set_max_entries(EVENTS_RING_BYTES / 4).context("sizing the IRQ stamps ring buffer")?;
-    }
-    if let Some(ro) = c_open.maps.rodata_data.as_deref_mut() {
-        ro.targ_empty = opts.empty_probes;
-        ro.targ_irq_stamps = opts.irq_stamps && opts.events;
-    }
-    Ok(c_open)
-}
-
-impl TraceOpts {
-    /// What the hook plan needs of these options.
-    pub fn hook_options(&self) -> super::hooks::Options {
-        super::hooks::Options {
-            raw_tp: self.force_raw_tp,
-            lean: self.lean,
-            pagecache: self.pagecache,
-            doorbell: self.doorbell,
-            tree: !self.tree.is_empty(),
-            skip: self.skip_hooks.clone(),
-            force_compat: super::hooks::force_compat(),
-            top: self.top,
-            sync_syscalls: self.sync_syscalls,
-            one_hook: self.one_hook,
-        }
-    }
-}
-
 /// Attaches, runs `workload`, and returns its result with what the probes saw.
 pub fn trace<R>(opts: &TraceOpts, workload: impl FnOnce() -> Result<R>) -> Result<(R, RawTrace)> {
     trace_live(opts, |_| workload())
-}
-
-/// This kernel's plan for these options, or why it cannot trace at all. tracefs stays mounted
-/// while the returned guard lives.
-pub(crate) fn plan_for(opts: &TraceOpts) -> Result<(Tracefs, super::hooks::Plan)> {
-    let tfs = Tracefs::ensure()?;
-    let facts = super::facts::KernelFacts::gather_with(Some(&tfs), true);
-    let plan = super::hooks::plan(&facts, &opts.hook_options());
-    if let Some(why) = plan.fatal() {
-        bail!("{why}. Run 'iopath doctor' to see what this kernel supports");
-    }
-    if opts.pagecache == PageCacheMode::Count && !plan.is_on(Feature::PageCacheCount) {
-        bail!(
-            "--pagecache count needs filemap:mm_filemap_get_pages and mm_filemap_add_to_page_cache \
-             through BTF (tp_btf; 6.2+ has them): use --pagecache split on this kernel ({})",
-            plan.state(Feature::PageCacheCount).why.clone().unwrap_or_default()
-        );
-    }
-    Ok((tfs, plan))
 }
 
 /// What the probes must know before they run: iopath's own threads, the traced process tree,
@@ -353,12 +108,8 @@ fn name_cgroups(files: &mut [crate::model::RawWbFile]) {
 pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
     let (_tfs, mut plan) = plan_for(opts)?;
     let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
-    let mut p_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut c_stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
-    let mut phases =
-        load_per_plan(Obj::Phases, "phases", &mut plan, &mut p_stores, |s, plan| open_phases(s, opts, &ksyms, plan))?;
-    let mut counts =
-        load_per_plan(Obj::Counts, "counts", &mut plan, &mut c_stores, |s, plan| open_counts(s, opts, plan))?;
+    let mut stores = Stores::default();
+    let (mut phases, mut counts) = load_all(&mut plan, opts, &ksyms, &mut stores)?;
     seed_maps(&phases, &counts, opts)?;
     let Attached { mut links, mut probes } =
         attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
@@ -522,17 +273,6 @@ fn span_of(per_cpu: impl Iterator<Item = (u64, u64)>) -> u64 {
     last.saturating_sub(first)
 }
 
-/// The kernel's record of a program: run count and time (when stats are on), and
-/// recursion_misses — runs skipped because another BPF program was running on that CPU, i.e.
-/// events the program never saw.
-pub(crate) fn prog_info(fd: i32) -> Option<libbpf_rs::libbpf_sys::bpf_prog_info> {
-    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of_val(&info) as u32;
-    // SAFETY: the kernel fills at most `len` bytes of `info`.
-    let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
-    (rc == 0).then_some(info)
-}
-
 fn sum_percpu_u64(vals: &[Vec<u8>]) -> u64 {
     vals.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum()
 }
@@ -578,20 +318,6 @@ fn read_wb_files(phases: &super::phases_skel::PhasesSkel<'_>) -> Result<Vec<crat
     // Most written back first, then most dirtied (a short trace may write back nothing).
     out.sort_by_key(|f| std::cmp::Reverse((f.bytes.iter().sum::<u64>(), f.dirtied_pages)));
     Ok(out)
-}
-
-/// `--lean`: the hooks the four phases of the bundled generator's direct I/O need and no more
-/// (docs/performance.md). Neither attaches the scheduler or softirq hooks (hooks::plan).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Lean {
-    #[default]
-    Off,
-    /// No syscall hook either: a request starts when io_uring takes its SQE and ends when its
-    /// completion is posted; the generator times its reap (clock_slots must be set).
-    Uring,
-    /// aio has no tracepoint: io_getevents' exit reaps; each request is claimed at its first bio,
-    /// from the kernel's aio_kiocb, and starts at the generator's io_submit time (slot_clock).
-    Aio,
 }
 
 fn read_raw(

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::hooks::{Feature, Obj};
 use super::load::{load_per_plan, MAX_LOADS};
-use super::session::{LiveMaps, TraceOpts};
 use super::stamps_skel::{StampsSkel, StampsSkelBuilder};
+use super::{live::LiveMaps, options::TraceOpts};
 
 /// A window's length: at 1k IOPS, a thousand requests compared per device.
 pub const CHECK_FOR: Duration = Duration::from_secs(1);
@@ -412,7 +412,7 @@ impl<'a> Checker<'a> {
     fn prog_times(&self) -> Vec<(u64, u64)> {
         self.prog_fds
             .iter()
-            .map(|(_, fd)| super::session::prog_info(*fd).map_or((0, 0), |i| (i.run_cnt, i.run_time_ns)))
+            .map(|(_, fd)| super::live::prog_info(*fd).map_or((0, 0), |i| (i.run_cnt, i.run_time_ns)))
             .collect()
     }
 
@@ -553,7 +553,7 @@ impl Trust {
 /// Loads the one-hook object, attaches its hook, and runs `body` with the maps a live reader
 /// reads and the checker; every link is dropped on return (nothing left attached).
 pub fn live<R>(opts: &TraceOpts, body: impl FnOnce(LiveMaps, &mut Checker<'_>) -> Result<R>) -> Result<R> {
-    let (_tfs, mut plan) = super::session::plan_for(opts)?;
+    let (_tfs, mut plan) = super::load::plan_for(opts)?;
     let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
     let mut skel = load_per_plan(Obj::Stamps, "stamps", &mut plan, &mut stores, |s, plan| open(s, opts, &ksyms, plan))?;
@@ -640,7 +640,7 @@ pub fn live<R>(opts: &TraceOpts, body: impl FnOnce(LiveMaps, &mut Checker<'_>) -
 /// doctor's proof of the one-hook tier: loads the object per `plan` and attaches every program
 /// it loads (the check hooks too), then lets them go. (hook, how) of each, or the error.
 pub fn dry_run(
-    mut plan: super::hooks::Plan,
+    mut plan: super::plan::Plan,
     ksyms: &std::collections::HashMap<String, u64>,
 ) -> Result<Vec<(String, String)>> {
     let opts = TraceOpts { top: true, one_hook: true, ..Default::default() };
@@ -664,7 +664,7 @@ fn open<'obj>(
     store: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     opts: &TraceOpts,
     ksyms: &std::collections::HashMap<String, u64>,
-    plan: &super::hooks::Plan,
+    plan: &super::plan::Plan,
 ) -> Result<super::stamps_skel::OpenStampsSkel<'obj>> {
     use super::hooks::OWNER_SYMBOLS;
     let mut o = StampsSkelBuilder::default().open(store).context("opening the stamps BPF object")?;

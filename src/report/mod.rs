@@ -12,8 +12,6 @@ use crate::hist::LatSummary;
 use crate::job::{EngineKind, Job};
 use crate::loadgen::{Outcome, Prepared};
 
-pub use text::render_text;
-
 pub const SCHEMA: &str = "iopath.report/1";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

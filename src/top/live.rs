@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::Counter;
-use crate::probe::session::LiveMaps;
+use crate::probe::live::LiveMaps;
 use crate::sysconf::{self, SysRoots};
 
 use super::counts::{Counts, Key, KEY_BYTES};
@@ -364,7 +364,7 @@ impl Reader {
             .maps
             .progs
             .iter()
-            .filter_map(|(hook, fd)| Some((hook.clone(), crate::probe::session::prog_info(*fd)?)))
+            .filter_map(|(hook, fd)| Some((hook.clone(), crate::probe::live::prog_info(*fd)?)))
             .collect();
         // A run the kernel skipped because another run of the same program was active on that
         // CPU (a completion interrupting one): its event never reached BPF, an I/O it would

@@ -17,11 +17,10 @@ mod window;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
-use crate::cli::{ServeArgs, TopArgs};
-use crate::probe::session::{self, LiveMaps, TraceOpts};
 use crate::probe::stamps::Checker;
+use crate::probe::{live::LiveMaps, options::TraceOpts, session};
 use table::{GroupBy, SortBy};
 
 /// The exposition as of the last refresh, whole: a scrape gets one refresh's numbers or the
@@ -29,27 +28,29 @@ use table::{GroupBy, SortBy};
 pub type Exposition = Arc<Mutex<Arc<String>>>;
 
 /// What the refresh loop shows each frame.
-enum Show {
+pub enum Show {
     Tui,
     Text { count: u64, rows: usize },
     Nothing,
 }
 
-struct Loop {
-    interval: Duration,
-    by: GroupBy,
-    sort: SortBy,
-    show: Show,
-    exposition: Option<Exposition>,
-    cgroups: usize,
+/// What `top` and `serve` run: how often, what they show, which hooks (the one-hook tier or the
+/// full set, and serve's duty cycle between them).
+pub struct Loop {
+    pub interval: Duration,
+    pub by: GroupBy,
+    pub sort: SortBy,
+    pub show: Show,
+    pub exposition: Option<Exposition>,
+    pub cgroups: usize,
     /// kubelet's pod folders (`<namespace>_<name>_<uid>`): the pods' names.
-    pods_root: std::path::PathBuf,
-    sync_syscalls: bool,
-    empty_probes: bool,
+    pub pods_root: std::path::PathBuf,
+    pub sync_syscalls: bool,
+    pub empty_probes: bool,
     /// The full phase set (`--phases`; `--sync-syscalls` implies it), else the one-hook tier.
-    phases: bool,
+    pub phases: bool,
     /// serve's duty cycle: the full set attached for `.1` every `.0` beside the one hook.
-    phases_every: Option<(Duration, Duration)>,
+    pub phases_every: Option<(Duration, Duration)>,
 }
 
 fn opts(l: &Loop) -> TraceOpts {
@@ -73,77 +74,9 @@ fn check(cmd: &str) -> Result<()> {
     crate::trace::check_can_trace_for(&crate::sysconf::SysRoots::live(), cmd)
 }
 
-pub fn top_cmd(a: TopArgs) -> Result<()> {
-    crate::job::check_interval(a.interval)?;
-    if a.once && a.count > 0 {
-        bail!("--once is one refresh; --count N is N refreshes with --batch: give one of them");
-    }
-    let show = if a.once {
-        Show::Text { count: 1, rows: a.rows }
-    } else if a.batch {
-        Show::Text { count: a.count, rows: a.rows }
-    } else {
-        use std::io::IsTerminal;
-        if !std::io::stdout().is_terminal() {
-            bail!("iopath top's live view needs a terminal: use --batch (or --once) for text, or 'iopath serve' for metrics alone");
-        }
-        if a.count > 0 {
-            bail!("--count applies to --batch: add --batch, or drop --count");
-        }
-        Show::Tui
-    };
-    run(
-        Loop {
-            interval: a.interval,
-            by: a.by,
-            sort: a.sort,
-            show,
-            exposition: None,
-            cgroups: a.cgroups,
-            pods_root: a.pods_root,
-            sync_syscalls: a.sync_syscalls,
-            empty_probes: false,
-            phases: a.phases || a.sync_syscalls,
-            phases_every: None,
-        },
-        a.listen.as_deref(),
-        "top",
-    )
-}
-
-pub fn serve_cmd(a: ServeArgs) -> Result<()> {
-    crate::job::check_interval(a.interval)?;
-    if let Some(every) = a.phases_every {
-        if a.phases || a.sync_syscalls {
-            bail!("--phases-every duty-cycles the full set beside the one hook; --phases (or --sync-syscalls) attaches it all the time: give one of them");
-        }
-        if a.phases_for.is_zero() || a.phases_for >= every {
-            bail!(
-                "--phases-for {:?} must be shorter than --phases-every {every:?} (and more than 0): the full set is attached for --phases-for of every --phases-every",
-                a.phases_for
-            );
-        }
-    }
-    run(
-        Loop {
-            interval: a.interval,
-            by: GroupBy::Process,
-            sort: SortBy::Iops,
-            show: Show::Nothing,
-            exposition: None,
-            cgroups: a.cgroups,
-            pods_root: a.pods_root,
-            sync_syscalls: a.sync_syscalls,
-            empty_probes: a.empty_probes,
-            phases: a.phases || a.sync_syscalls,
-            phases_every: a.phases_every.map(|e| (e, a.phases_for)),
-        },
-        Some(&a.listen),
-        "serve",
-    )
-}
-
-fn run(mut l: Loop, listen: Option<&str>, cmd: &str) -> Result<()> {
+/// Runs the agent until a stop request: `listen` serves the metrics there, `cmd` names the command
+/// in messages. What it runs is decided by the caller (main.rs, from the command line).
+pub fn run(mut l: Loop, listen: Option<&str>, cmd: &str) -> Result<()> {
     check(cmd)?;
     crate::stop::on_signals();
     // Bound before the probes load: a taken port fails fast, with nothing attached.

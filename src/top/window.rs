@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::table::Snapshot;
-use crate::probe::session::TraceOpts;
+use crate::probe::options::TraceOpts;
 
 type Window = JoinHandle<Result<(Snapshot, Snapshot)>>;
 

@@ -1,7 +1,7 @@
 //! report.html of a comparison.
 
+use super::parts::{card, config_changes, esc, field, flame_frame, page, table, warnings_html, Field};
 use super::trace::{end_s, hist_buckets, steady, time_line, PHASES};
-use super::{card, config_changes, esc, field, flame_frame, page, table, warnings_html, Field};
 use crate::compare::{Change, Comparison};
 use crate::model::RawTrace;
 use crate::report::plot::{self, Dist, WIDE};

@@ -2,8 +2,8 @@
 //! kernel study: each kernel's IOMMU off against strict). The same charts as the comparison's
 //! page, the same chart in one row for every column, so a shape reads across kernels.
 
+use super::parts::{card, config_changes, esc, page, Field};
 use super::sweep_compare::{moved_counts, point_table, sweep_compare_charts, SideNames};
-use super::{card, config_changes, esc, page, Field};
 use crate::sweep::SweepReport;
 use crate::sweep_compare::SweepComparison;
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{card, config_groups, esc, field, page, table, warnings_html, Field};
+use super::parts::{card, config_groups, esc, field, page, table, warnings_html, Field};
 use crate::report::plot::{self, Series, XAxis, HALF, WIDE};
 use crate::sweep::SweepReport;
 

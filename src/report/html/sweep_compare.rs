@@ -1,7 +1,7 @@
 //! report.html of two sweeps compared.
 
+use super::parts::{card, config_changes, esc, field, page, table, warnings_html, Field};
 use super::sweep::{pct_name, x_axis};
-use super::{card, config_changes, esc, field, page, table, warnings_html, Field};
 use crate::report::plot::{self, Series, HALF};
 use crate::sweep::{Point, SweepReport};
 use crate::sweep_compare::SweepComparison;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{card, config_groups, esc, field, flame_frame, page, table, warnings_html, Field};
+use super::parts::{card, config_groups, esc, field, flame_frame, page, table, warnings_html, Field};
 use crate::model::{BpfHist, Phase, RawTrace, HIST_SUB_BITS};
 use crate::report::plot::{self, Dist, WIDE};
 use crate::report::Report;

@@ -1,16 +1,11 @@
-//! What this kernel offers iopath, found by looking (tracefs, BTF) and by trying (loading and
-//! attaching one tiny program per attach kind). Decided once, up front; `doctor` prints it.
-
-use std::mem::MaybeUninit;
-use std::path::Path;
-
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+//! The routes an I/O can take and whether this kernel's plan follows each: what `doctor` lists
+//! (pure: the plan and the kernel's facts in).
 
 use serde::Serialize;
 
-use super::doctor_skel::DoctorSkelBuilder;
 use super::facts::KernelFacts;
-use super::hooks::{Feature, Plan};
+use super::hooks::Feature;
+use super::plan::Plan;
 
 /// A route an I/O can take, and what following it needs on this kernel. `iopath doctor` lists
 /// every route with whether it is followed here, from the same plan the trace session carries out.
@@ -192,116 +187,4 @@ pub fn routes(plan: &Plan, facts: &KernelFacts) -> Vec<RouteStatus> {
             RouteStatus { name: r.name, followed: missing.is_empty(), missing, note: r.note }
         })
         .collect()
-}
-
-/// Program kinds, in the order of `enum doctor_probe` in bpf/doctor.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttachKind {
-    TpBtf,
-    RawTp,
-    Tracepoint,
-    Fentry,
-    Kprobe,
-}
-
-impl AttachKind {
-    pub const ALL: [AttachKind; 5] =
-        [AttachKind::TpBtf, AttachKind::RawTp, AttachKind::Tracepoint, AttachKind::Fentry, AttachKind::Kprobe];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AttachKind::TpBtf => "tp_btf",
-            AttachKind::RawTp => "raw_tp",
-            AttachKind::Tracepoint => "tracepoint",
-            AttachKind::Fentry => "fentry",
-            AttachKind::Kprobe => "kprobe",
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct AttachResult {
-    pub kind: AttachKind,
-    pub ok: bool,
-    /// Why it failed (the libbpf error), when it did.
-    pub error: Option<String>,
-}
-
-/// Loads and attaches the doctor's program of one kind, alone, counting events of process `tgid`
-/// (0 = all), and runs `during` while it is attached. `during` gets a reader of the program's hit
-/// counter, so a test can drive I/O and see the program fire.
-pub fn with_attached<R>(kind: AttachKind, tgid: u32, during: impl FnOnce(&dyn Fn() -> u64) -> R) -> Result<R, String> {
-    let mut storage = MaybeUninit::uninit();
-    let mut open = DoctorSkelBuilder::default().open(&mut storage).map_err(|e| format!("open: {e}"))?;
-    {
-        let p = &mut open.progs;
-        p.doctor_tp_btf.set_autoload(kind == AttachKind::TpBtf);
-        p.doctor_raw_tp.set_autoload(kind == AttachKind::RawTp);
-        p.doctor_tracepoint.set_autoload(kind == AttachKind::Tracepoint);
-        p.doctor_fentry.set_autoload(kind == AttachKind::Fentry);
-        p.doctor_kprobe.set_autoload(kind == AttachKind::Kprobe);
-        p.doctor_atomics.set_autoload(false);
-    }
-    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-        ro.targ_tgid = tgid;
-    }
-    let skel = open.load().map_err(|e| format!("load: {e}"))?;
-    let p = &skel.progs;
-    let _link = match kind {
-        AttachKind::TpBtf => p.doctor_tp_btf.attach(),
-        AttachKind::RawTp => p.doctor_raw_tp.attach(),
-        AttachKind::Tracepoint => p.doctor_tracepoint.attach(),
-        AttachKind::Fentry => p.doctor_fentry.attach(),
-        AttachKind::Kprobe => p.doctor_kprobe.attach(),
-    }
-    .map_err(|e| format!("attach: {e}"))?;
-    let idx = AttachKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
-    let hits = || {
-        skel.maps.bss_data.as_deref().map_or(0, |b| {
-            // SAFETY: .bss is mmaped and written by the program concurrently; a volatile read
-            // of an aligned u64 sees either the old or the new count.
-            unsafe { std::ptr::read_volatile(&b.hits[idx]) }
-        })
-    };
-    Ok(during(&hits))
-}
-
-pub fn attach_kinds(privileged: bool) -> Vec<AttachResult> {
-    AttachKind::ALL
-        .iter()
-        .map(|&kind| {
-            if !privileged {
-                return AttachResult {
-                    kind,
-                    ok: false,
-                    error: Some("not tried: needs root (CAP_BPF + CAP_PERFMON)".into()),
-                };
-            }
-            super::log::clear();
-            match with_attached(kind, 0, |_| ()) {
-                Ok(()) => AttachResult { kind, ok: true, error: None },
-                Err(e) => {
-                    let why = super::log::reason().map(|r| format!(" ({r})")).unwrap_or_default();
-                    AttachResult { kind, ok: false, error: Some(format!("{e}{why}")) }
-                }
-            }
-        })
-        .collect()
-}
-
-/// Loads (never attaches) the doctor's cmpxchg/xchg program: whether this verifier takes BPF
-/// atomics (5.12+).
-pub fn atomics_load() -> Result<(), String> {
-    let mut storage = MaybeUninit::uninit();
-    let mut open = DoctorSkelBuilder::default().open(&mut storage).map_err(|e| format!("open: {e}"))?;
-    for mut p in open.open_object_mut().progs_mut() {
-        let name = p.name().to_string_lossy().into_owned();
-        p.set_autoload(name == "doctor_atomics");
-    }
-    open.load().map(|_| ()).map_err(|e| format!("load: {e}"))
-}
-
-pub fn btf_present(sys: &Path) -> bool {
-    sys.join("kernel/btf/vmlinux").exists()
 }
