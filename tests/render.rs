@@ -27,34 +27,60 @@ fn load(dir: &Path) -> (Report, RawTrace) {
     (rep, raw)
 }
 
-/// `got` against `dir/golden/file`; blessing writes it. Returns whether it matched.
-fn golden(dir: &Path, file: &str, got: &str, diffs: &mut Vec<String>) {
-    let path = dir.join("golden").join(file);
+/// Each (section, text) against `dir/golden/KIND/NN-section.EXT`, NN its place on the page; blessing
+/// writes them. A golden file no section produces any more is a difference too.
+fn golden(dir: &Path, kind: &str, ext: &str, sections: &[(&'static str, String)], diffs: &mut Vec<String>) {
+    let folder = dir.join("golden").join(kind);
+    let files: Vec<(String, &String)> =
+        sections.iter().enumerate().map(|(i, (name, text))| (format!("{i:02}-{name}.{ext}"), text)).collect();
     if std::env::var_os("IOPATH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, got).unwrap();
+        let _ = std::fs::remove_dir_all(&folder);
+        std::fs::create_dir_all(&folder).unwrap();
+        for (file, text) in &files {
+            std::fs::write(folder.join(file), text).unwrap();
+        }
         return;
     }
-    match std::fs::read_to_string(&path) {
-        Ok(want) if want == got => {}
-        Ok(want) => {
-            let line = want.lines().zip(got.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(got.lines().count()));
-            diffs.push(format!("{} differs from line {}", path.display(), line + 1));
+    for (file, got) in &files {
+        let path = folder.join(file);
+        match std::fs::read_to_string(&path) {
+            Ok(want) if &want == *got => {}
+            Ok(want) => {
+                let line = want.lines().zip(got.lines()).position(|(a, b)| a != b);
+                let line = line.unwrap_or(want.lines().count().min(got.lines().count()));
+                diffs.push(format!("{} differs from line {}", path.display(), line + 1));
+            }
+            Err(_) => diffs.push(format!("{} missing (IOPATH_BLESS=1 writes it)", path.display())),
         }
-        Err(_) => diffs.push(format!("{} missing (IOPATH_BLESS=1 writes it)", path.display())),
+    }
+    if let Ok(rd) = std::fs::read_dir(&folder) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !files.iter().any(|(f, _)| *f == name) {
+                diffs.push(format!("{}: no section renders it any more", e.path().display()));
+            }
+        }
     }
 }
 
 #[test]
-fn trace_reports_render_as_their_golden_files() {
+fn trace_reports_render_section_by_section_as_their_golden_files() {
     let mut diffs = Vec::new();
     for dir in reports() {
         let (rep, raw) = load(&dir);
         assert!(rep.trace.is_some(), "{}: a recorded trace without its trace", dir.display());
-        let mut text = Vec::new();
-        iopath::report::text::render_text(&rep, &mut text).unwrap();
-        golden(&dir, "full.txt", &String::from_utf8(text).unwrap(), &mut diffs);
-        golden(&dir, "full.html", &iopath::report::html::trace_page(&rep, &raw, &[]), &mut diffs);
+        let text = iopath::report::text::text_sections(&rep);
+        // The sections are the whole text, in order.
+        let mut whole = Vec::new();
+        iopath::report::text::render_text(&rep, &mut whole).unwrap();
+        assert_eq!(String::from_utf8(whole).unwrap(), text.iter().map(|(_, t)| t.as_str()).collect::<String>());
+        assert!(text.len() >= 13, "{}: {} text sections", dir.display(), text.len());
+        golden(&dir, "text", "txt", &text, &mut diffs);
+
+        let html = iopath::report::html::trace_page_sections(&rep, &raw, &[]);
+        let page = iopath::report::html::trace_page(&rep, &raw, &[]);
+        assert!(page.contains(&html.iter().map(|(_, h)| h.as_str()).collect::<String>()));
+        golden(&dir, "html", "html", &html, &mut diffs);
     }
     assert!(diffs.is_empty(), "renderings changed (IOPATH_BLESS=1 to accept):\n{}", diffs.join("\n"));
 }

@@ -36,6 +36,36 @@ pub fn us(ns: u64) -> String {
 }
 
 pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    for (_, text) in text_sections(r) {
+        w.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The report's text section by section, in the order printed (tests/render.rs holds each one's
+/// golden file): what ran, its numbers, how they moved, then the trace's sections.
+pub fn text_sections(r: &Report) -> Vec<(&'static str, String)> {
+    let text = |f: &dyn Fn(&mut dyn Write) -> io::Result<()>| {
+        let mut out = Vec::new();
+        f(&mut out).expect("writing to memory");
+        String::from_utf8(out).expect("the renderers write UTF-8")
+    };
+    let mut v = vec![
+        ("header", text(&|w| header_section(r, w))),
+        ("run", text(&|w| run_section(r, w))),
+        ("over_time", text(&|w| over_time_section(r, w))),
+    ];
+    if let Some(t) = &r.trace {
+        v.extend(trace_sections(r, t));
+    }
+    if r.partial {
+        v.push(("partial", "  PARTIAL: the run was interrupted; numbers cover the I/Os that finished\n".to_owned()));
+    }
+    v
+}
+
+/// What ran (the generator's job, or the traced process) and the warnings about it.
+fn header_section(r: &Report, w: &mut dyn Write) -> io::Result<()> {
     match (&r.job, &r.target, &r.process) {
         (Some(j), Some(t), _) => {
             let stop = match j.stop {
@@ -77,6 +107,11 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
     for warn in &r.warnings {
         writeln!(w, "  WARNING {warn}")?;
     }
+    Ok(())
+}
+
+/// IOPS, bandwidth, latency, CPU and context switches: the application's own numbers.
+fn run_section(r: &Report, w: &mut dyn Write) -> io::Result<()> {
     // Reports recorded before traced commands counted their mix have no split: say nothing.
     let buffered = r.trace.as_ref().and_then(|t| t.page_cache.as_ref()).map_or(0, |pc| {
         [&pc.reads, &pc.writes, &pc.copies].iter().filter_map(|s| s.as_ref()).map(|s| s.total.count).sum::<u64>()
@@ -141,8 +176,13 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
         "  ctx sw  voluntary {}  involuntary {}  ({:.3} per I/O, {})",
         r.ctx_switches.voluntary, r.ctx_switches.involuntary, r.ctx_switches.per_io, r.ctx_switches.source
     )?;
+    Ok(())
+}
+
+/// The time series and the run queue.
+fn over_time_section(r: &Report, mut w: &mut dyn Write) -> io::Result<()> {
     if let Some(ts) = &r.timeseries {
-        render_series(ts, w)?;
+        render_series(ts, &mut w)?;
     }
     if let Some(d) = &r.run_delay {
         writeln!(
@@ -151,12 +191,6 @@ pub fn render_text(r: &Report, w: &mut impl Write) -> io::Result<()> {
             us(d.per_io_ns.round() as u64),
             d.source
         )?;
-    }
-    if let Some(t) = &r.trace {
-        render_trace(r, t, w)?;
-    }
-    if r.partial {
-        writeln!(w, "  PARTIAL: the run was interrupted; numbers cover the I/Os that finished")?;
     }
     Ok(())
 }
@@ -267,7 +301,7 @@ fn render_series(ts: &crate::timeseries::TimeSeries, w: &mut impl Write) -> io::
 }
 
 /// Where a lean trace's device phase started, per disk, and what that was checked against.
-fn issue_stamps(st: &crate::model::IssueStamps, w: &mut impl Write) -> io::Result<()> {
+fn issue_stamps(st: &crate::model::IssueStamps, w: &mut dyn Write) -> io::Result<()> {
     let share = if st.run_ns > 0 { st.hooked_ns as f64 / st.run_ns as f64 * 100.0 } else { 100.0 };
     writeln!(
         w,
@@ -300,10 +334,75 @@ fn issue_stamps(st: &crate::model::IssueStamps, w: &mut impl Write) -> io::Resul
     Ok(())
 }
 
-fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<()> {
-    let p = &t.phases;
-    let sum = t.phase_sum_mean_ns.max(1) as f64;
-    let rec = t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean));
+/// What every section of a trace's text reads: the report, its trace, and what the two decide
+/// together (whether the phases reconcile, whether any I/O was followed end to end).
+struct View<'a> {
+    r: &'a Report,
+    t: &'a TraceSummary,
+    rec: crate::aggregate::Reconciliation,
+    /// I/Os with bios were followed end to end: the phase table has rows.
+    rows: bool,
+    /// --lean on io_uring: no syscall hook, so the application's row runs until io_uring took the SQE.
+    no_syscall_hooks: bool,
+}
+
+impl View<'_> {
+    /// One row of the phase table; `share`: with its share of the phases' sum.
+    fn row(&self, w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool) -> io::Result<()> {
+        let sum = self.t.phase_sum_mean_ns.max(1) as f64;
+        let pct = if share { format!("{:>6.1}%", s.mean_ns as f64 / sum * 100.0) } else { String::new() };
+        writeln!(
+            w,
+            "    {name:<16}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9} {pct}",
+            us(s.mean_ns),
+            us(s.p50_ns),
+            us(s.p90_ns),
+            us(s.p99_ns),
+            us(s.p999_ns),
+            us(s.max_ns)
+        )
+    }
+}
+
+type Section = fn(&View, &mut dyn Write) -> io::Result<()>;
+
+/// A trace's text, section by section in the order printed; each is tested against its own golden
+/// file (tests/render.rs).
+const TRACE_SECTIONS: &[(&str, Section)] = &[
+    ("hooks", hooks_section),
+    ("phases", phases_section),
+    ("reconciliation", reconciliation_section),
+    ("accounting", accounting_section),
+    ("routes", routes_section),
+    ("per_io", per_io_section),
+    ("counts", counts_section),
+    ("probe_cost", probe_cost_section),
+    ("outputs", outputs_section),
+    ("probes", probes_section),
+];
+
+/// Each section of a trace's text by name, rendered (what render_text prints, in order).
+pub fn trace_sections(r: &Report, t: &TraceSummary) -> Vec<(&'static str, String)> {
+    let v = View {
+        r,
+        t,
+        rec: t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean)),
+        rows: t.phases.total.count > 0,
+        no_syscall_hooks: t.lean && !t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:")),
+    };
+    TRACE_SECTIONS
+        .iter()
+        .map(|(name, f)| {
+            let mut out = Vec::new();
+            f(&v, &mut out).expect("writing to memory");
+            (*name, String::from_utf8(out).expect("the renderers write UTF-8"))
+        })
+        .collect()
+}
+
+/// Which hooks a lean trace left out, and where its device phase starts.
+fn hooks_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let t = v.t;
     if t.lean {
         // The default for the generator's direct I/O: say what it leaves out and how to get it.
         // Syscalls are counted at their entry: lean aio hooks only io_getevents' exit.
@@ -320,25 +419,18 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             issue_stamps(st, w)?;
         }
     }
+    Ok(())
+}
+
+/// The phase table: its header, the route's rows, the reap, the page cache's.
+fn phases_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t, p, rec) = (v.r, v.t, &v.t.phases, &v.rec);
     if rec.reconciled {
         writeln!(w, "\n  phases (us)          mean      p50      p90      p99    p99.9      max   share")?;
     } else {
         writeln!(w, "\n  phases (us), NOT RECONCILED: these cover only what was followed (see below)")?;
         writeln!(w, "                       mean      p50      p90      p99    p99.9      max   share")?;
     }
-    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| {
-        let pct = if share { format!("{:>6.1}%", s.mean_ns as f64 / sum * 100.0) } else { String::new() };
-        writeln!(
-            w,
-            "    {name:<16}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9} {pct}",
-            us(s.mean_ns),
-            us(s.p50_ns),
-            us(s.p90_ns),
-            us(s.p99_ns),
-            us(s.p999_ns),
-            us(s.max_ns)
-        )
-    };
     if p.total.count == 0 && t.page_cache.is_none() && t.uring_cached.is_none() {
         writeln!(w, "    no I/O was followed end to end: no phase to show")?;
         if r.target.as_ref().is_some_and(|t| t.in_memory && t.disk.is_none()) {
@@ -349,100 +441,104 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             )?;
         }
     }
-    let rows = p.total.count > 0;
-    // --lean on io_uring: no syscall hook, so the application's row runs until io_uring took the SQE.
-    let no_syscall_hooks = t.lean && !t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:"));
-    if rows {
-        if let Some(a) = &p.app_before_submit {
-            row(w, "application", a, true)?;
-            let lean_aio = t.lean && !no_syscall_hooks;
-            let until = if no_syscall_hooks {
-                "io_uring took its SQE: its own time and the syscall's entry (lean trace)"
-            } else if lean_aio {
-                "it called io_submit, by its own clock: its own time before the kernel (lean trace)"
-            } else {
-                "its io_uring_enter / io_submit: its own time before the kernel"
-            };
-            writeln!(w, "      (the generator queued the I/O -> {until})")?;
-        }
-        row(w, "submission", &p.submission, true)?;
-        for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)]
-        {
-            if let Some(s) = s {
-                row(w, name, s, false)?;
-            }
-        }
-        if let Some(b) = &p.sq_ring_bound {
-            row(w, "  + SQ ring bound", b, false)?;
-            writeln!(
-                w,
-                "      (SQPOLL: each SQE appeared in the ring between two looks at its tail; the I/O starts at the first)"
-            )?;
-        }
-        row(w, "block layer", &p.block, true)?;
-        if let Some(s) = &p.stacked_down {
-            row(w, "  stacked (down)", s, false)?;
-        }
-        if let Some(d) = &p.nvme_driver {
-            row(w, "  nvme driver", d, false)?;
-        }
-        row(w, "device", &p.device, true)?;
-        if let Some(n) = &p.nvme_device {
-            row(w, "  nvme device", n, false)?;
-            if let Some(s) = &p.nvme_submit {
-                row(w, "    to doorbell", s, false)?;
-            } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
-                writeln!(
-                    w,
-                    "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",
-                    "  to doorbell"
-                )?;
-            }
-            if let Some(e) = &p.nvme_end {
-                row(w, "  nvme end", e, false)?;
-            }
-            writeln!(
-                w,
-                "    (nvme driver = nvme_setup_cmd -> issue: command + DMA map, inside the block layer phase;"
-            )?;
-            writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
-        }
-        row(w, "completion", &p.completion, true)?;
-        if let Some(s) = &p.stacked_up {
-            row(w, "  stacked (up)", s, false)?;
-        }
-        match &p.completion_posted {
-            Some(posted) => row(w, "  posted", posted, false)?,
-            None => {
-                writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (posted inside the device completion: aio, sync I/O)")?
-            }
-        }
-        if p.completion_reap.count > 0 {
-            row(w, "  waiting (reap)", &p.completion_reap, false)?;
-        }
-        if let Some(b) = &p.cq_ring_bound {
-            row(w, "  + CQ ring bound", b, false)?;
-            writeln!(
-                w,
-                "      (io_uring: each CQE was taken from the ring between two looks at its head; the I/O ends at the"
-            )?;
-            writeln!(
-                w,
-                "       last look that still saw it, and may have been taken up to this much later: not timed, bounded)"
-            )?;
-        }
-        if let Some(tr) = &p.tracer_reap {
-            row(w, "tracer (iopath)", tr, true)?;
-            writeln!(
-                w,
-                "      (iopath's own probe closing the I/Os a reaping syscall returned, before the application got them:"
-            )?;
-            writeln!(
-                w,
-                "       the observer's cost, in the application's latency while traced, not the kernel's work)"
-            )?;
+    if v.rows {
+        phase_rows(v, w)?;
+    }
+    reap_rows(v, w)?;
+    buffered_rows(v, w)
+}
+
+/// The followed I/Os' rows: the application's own time, submission, block layer, device, completion.
+fn phase_rows(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (t, p, no_syscall_hooks) = (v.t, &v.t.phases, v.no_syscall_hooks);
+    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| v.row(w, name, s, share);
+    if let Some(a) = &p.app_before_submit {
+        row(w, "application", a, true)?;
+        let lean_aio = t.lean && !no_syscall_hooks;
+        let until = if no_syscall_hooks {
+            "io_uring took its SQE: its own time and the syscall's entry (lean trace)"
+        } else if lean_aio {
+            "it called io_submit, by its own clock: its own time before the kernel (lean trace)"
+        } else {
+            "its io_uring_enter / io_submit: its own time before the kernel"
+        };
+        writeln!(w, "      (the generator queued the I/O -> {until})")?;
+    }
+    row(w, "submission", &p.submission, true)?;
+    for (name, s) in [("  SQ-thread pickup", &p.sqpoll_pickup), ("  io-wq", &p.iowq), ("  throttled", &p.throttled)] {
+        if let Some(s) = s {
+            row(w, name, s, false)?;
         }
     }
+    if let Some(b) = &p.sq_ring_bound {
+        row(w, "  + SQ ring bound", b, false)?;
+        writeln!(
+            w,
+            "      (SQPOLL: each SQE appeared in the ring between two looks at its tail; the I/O starts at the first)"
+        )?;
+    }
+    row(w, "block layer", &p.block, true)?;
+    if let Some(s) = &p.stacked_down {
+        row(w, "  stacked (down)", s, false)?;
+    }
+    if let Some(d) = &p.nvme_driver {
+        row(w, "  nvme driver", d, false)?;
+    }
+    row(w, "device", &p.device, true)?;
+    if let Some(n) = &p.nvme_device {
+        row(w, "  nvme device", n, false)?;
+        if let Some(s) = &p.nvme_submit {
+            row(w, "    to doorbell", s, false)?;
+        } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
+            writeln!(
+                w,
+                "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",
+                "  to doorbell"
+            )?;
+        }
+        if let Some(e) = &p.nvme_end {
+            row(w, "  nvme end", e, false)?;
+        }
+        writeln!(w, "    (nvme driver = nvme_setup_cmd -> issue: command + DMA map, inside the block layer phase;")?;
+        writeln!(w, "     nvme device = issue -> nvme_complete_rq; nvme end = -> block_rq_complete)")?;
+    }
+    row(w, "completion", &p.completion, true)?;
+    if let Some(s) = &p.stacked_up {
+        row(w, "  stacked (up)", s, false)?;
+    }
+    match &p.completion_posted {
+        Some(posted) => row(w, "  posted", posted, false)?,
+        None => writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (posted inside the device completion: aio, sync I/O)")?,
+    }
+    if p.completion_reap.count > 0 {
+        row(w, "  waiting (reap)", &p.completion_reap, false)?;
+    }
+    if let Some(b) = &p.cq_ring_bound {
+        row(w, "  + CQ ring bound", b, false)?;
+        writeln!(
+            w,
+            "      (io_uring: each CQE was taken from the ring between two looks at its head; the I/O ends at the"
+        )?;
+        writeln!(
+            w,
+            "       last look that still saw it, and may have been taken up to this much later: not timed, bounded)"
+        )?;
+    }
+    if let Some(tr) = &p.tracer_reap {
+        row(w, "tracer (iopath)", tr, true)?;
+        writeln!(
+            w,
+            "      (iopath's own probe closing the I/Os a reaping syscall returned, before the application got them:"
+        )?;
+        writeln!(w, "       the observer's cost, in the application's latency while traced, not the kernel's work)")?;
+    }
+    Ok(())
+}
+
+/// The reap from the CQ ring, timed by the generator or not seen at all.
+fn reap_rows(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let t = v.t;
+    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| v.row(w, name, s, share);
     match (&t.reap_from_ring, t.reap_not_seen) {
         (Some(wait), _) => {
             row(w, "reap (CQ ring)", wait, true)?;
@@ -463,6 +559,13 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             "  waiting (reap)"
         )?,
     }
+    Ok(())
+}
+
+/// The page cache's rows, and io_uring's on buffered files.
+fn buffered_rows(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (t, p, rows) = (v.t, &v.t.phases, v.rows);
+    let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, share: bool| v.row(w, name, s, share);
     if let Some(pc) = &t.page_cache {
         render_page_cache_rows(pc, w, &row)?;
     }
@@ -495,6 +598,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         )?;
         writeln!(w, "       io-wq punt, as ext4's buffered writes take)")?;
     }
+    Ok(())
+}
+
+/// The phases' sum against the application's own latency: reconciled, or why not.
+fn reconciliation_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t, p, rec, rows, no_syscall_hooks) = (v.r, v.t, &v.t.phases, &v.rec, v.rows, v.no_syscall_hooks);
     let bound = p.cq_ring_bound.as_ref().filter(|_| r.job.is_none());
     let whose = match (r.job.is_some(), bound.is_some()) {
         (true, _) => "the generator's own",
@@ -566,6 +675,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             writeln!(w, "      - {why}")?;
         }
     }
+    Ok(())
+}
+
+/// What the I/O count covers: correlated, lost, out of order, unreadable.
+fn accounting_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t) = (v.r, v.t);
     let l = &t.lost_events;
     writeln!(
         w,
@@ -598,6 +713,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if l.user_unreadable > 0 {
         writeln!(w, "  user memory unreadable {} times: iocb or io_event arrays the probes could not read (those requests not followed)", l.user_unreadable)?;
     }
+    Ok(())
+}
+
+/// The routes the I/Os took, and the page cache's, sync calls' and writeback's own accounts.
+fn routes_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let t = v.t;
     if !t.routes.is_empty() {
         let parts: Vec<String> = t
             .routes
@@ -655,6 +776,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     if let Some(wb) = &t.writeback {
         render_writeback(wb, w)?;
     }
+    Ok(())
+}
+
+/// Interrupts, softirqs, IOMMU and DMA maps, context switches per I/O.
+fn per_io_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t) = (v.r, v.t);
     let vectors = if r.irq_vectors.is_empty() {
         "no device vectors: software device".to_owned()
     } else {
@@ -697,6 +824,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             None => unknown(w, name)?,
         }
     }
+    Ok(())
+}
+
+/// System calls per I/O, io_uring's ring use, the hardware queues.
+fn counts_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t) = (v.r, v.t);
     if !t.syscalls.is_empty() {
         // Those that ran at least once in 1000 I/Os; the JSON report has every one.
         let top: Vec<String> = t
@@ -736,6 +869,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             .collect();
         writeln!(w, "  hardware queues  {}", q.join("  "))?;
     }
+    Ok(())
+}
+
+/// The kernel's BPF stats per probe (--prog-stats).
+fn probe_cost_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let (r, t) = (v.r, v.t);
     let timed: Vec<_> = t.probes.iter().filter(|p| p.run_cnt > 0).collect();
     if !timed.is_empty() {
         let ios = r.ios.max(1) as f64;
@@ -752,6 +891,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
             )?;
         }
     }
+    Ok(())
+}
+
+/// Flamegraphs and the Perfetto timeline written beside the report.
+fn outputs_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let r = v.r;
     if let Some(f) = &r.flamegraphs {
         render_flame(f, w)?;
     }
@@ -773,6 +918,12 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
         }
         writeln!(w)?;
     }
+    Ok(())
+}
+
+/// The probes attached, the BPF build, the features off and why.
+fn probes_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
+    let t = v.t;
     let mut kinds: Vec<String> = Vec::new();
     for p in t.probes.iter().filter(|p| p.attached) {
         if !kinds.contains(&p.via) {
@@ -801,7 +952,7 @@ fn render_trace(r: &Report, t: &TraceSummary, w: &mut impl Write) -> io::Result<
     Ok(())
 }
 
-fn render_flame(f: &crate::flame::FlameSummary, w: &mut impl Write) -> io::Result<()> {
+fn render_flame(f: &crate::flame::FlameSummary, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\n  flamegraphs in {} (cpu-clock at {} Hz per CPU)", f.dir.display(), f.freq_hz)?;
     for (what, g, unit) in [("on-CPU", &f.oncpu, "samples"), ("off-CPU", &f.offcpu, "ns")] {
         let Some(g) = g else { continue };
@@ -863,7 +1014,7 @@ type RowFn<'a> = dyn Fn(&mut dyn Write, &str, &PhaseStats, bool) -> io::Result<(
 
 /// The page-cache route's rows in the phase table: buffered reads and writes, each split into
 /// on CPU, waited (blocked until woken) and run queue, which add up to the call.
-fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut impl Write, row: &RowFn) -> io::Result<()> {
+fn render_page_cache_rows(pc: &crate::aggregate::PageCache, w: &mut dyn Write, row: &RowFn) -> io::Result<()> {
     for (name, split) in [("buffered reads", &pc.reads), ("buffered writes", &pc.writes), ("copies", &pc.copies)] {
         let Some(s) = split else { continue };
         row(w, name, &s.total, false)?;
@@ -889,7 +1040,7 @@ fn render_split_rows(
     s: &crate::aggregate::CacheSplit,
     jflush: Option<&PhaseStats>,
     own: &str,
-    w: &mut impl Write,
+    w: &mut dyn Write,
     row: &RowFn,
 ) -> io::Result<()> {
     let seen = |p: &PhaseStats| p.max_ns > 0;
@@ -916,7 +1067,7 @@ fn render_split_rows(
 
 /// fsync / fdatasync: their own table (they are not I/Os), split like writes, and what they
 /// set off on their disks.
-fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mut impl Write) -> io::Result<()> {
+fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mut dyn Write) -> io::Result<()> {
     let total = sc.split.total.mean_ns.max(1) as f64;
     let row = |w: &mut dyn Write, name: &str, s: &PhaseStats, _share: bool| {
         writeln!(
@@ -989,7 +1140,7 @@ fn render_sync_calls(sc: &crate::aggregate::SyncCalls, split_known: bool, w: &mu
 }
 
 /// The writeback of what the traced processes dirtied: whose files, why written, how long.
-fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut impl Write) -> io::Result<()> {
+fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut dyn Write) -> io::Result<()> {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let shares = |by: &[(String, u64)], total: u64| {
         by.iter()
@@ -1059,7 +1210,7 @@ fn render_writeback(wb: &crate::aggregate::Writeback, w: &mut impl Write) -> io:
 }
 
 /// What the buffered calls did to the cache and the device.
-fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut impl Write) -> io::Result<()> {
+fn render_page_cache_counts(pc: &crate::aggregate::PageCache, w: &mut dyn Write) -> io::Result<()> {
     let known = |v: Option<u64>| v.map_or("unknown (no tracepoint)".to_owned(), |v| v.to_string());
     if let Some(r) = &pc.reads {
         writeln!(

@@ -18,4 +18,4 @@ pub use parts::config_groups;
 pub use study::{study_page, Column};
 pub use sweep::{pct_name, sweep_charts, sweep_page};
 pub use sweep_compare::{sweep_compare_charts, sweep_compare_page};
-pub use trace::trace_page;
+pub use trace::{trace_page, trace_page_sections};

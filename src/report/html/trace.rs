@@ -140,100 +140,131 @@ fn summary(report: &Report) -> String {
 /// report.html of one trace: the summary, the phase breakdown and distributions, the run over
 /// time, the per-I/O counts, the flamegraphs (title, svg) and the configuration.
 pub fn trace_page(report: &Report, raw: &RawTrace, flames: &[(&str, String)]) -> String {
-    let mut body = summary(report);
-    if let Some(t) = &report.trace {
-        let p = &t.phases;
-        let named =
-            [("submission", &p.submission), ("block", &p.block), ("device", &p.device), ("completion", &p.completion)];
-        let parts: Vec<(String, Vec<f64>)> =
-            named.iter().map(|(n, s)| (n.to_string(), vec![s.mean_ns as f64 / US])).collect();
-        body.push_str("<h2>Where the time went</h2>");
-        body.push_str(&plot::hbars(
-            "Mean per I/O by phase",
-            "mean latency (us)",
-            "run",
-            &["this run".to_owned()],
-            &parts,
-            WIDE,
-        ));
-        let sum = t.phase_sum_mean_ns.max(1) as f64;
-        let u = |v: u64| format!("{:.2}", v as f64 / US);
-        let rows: Vec<Vec<String>> = named
-            .iter()
-            .map(|(n, s)| {
-                vec![
-                    n.to_string(),
-                    u(s.mean_ns),
-                    u(s.p50_ns),
-                    u(s.p90_ns),
-                    u(s.p99_ns),
-                    u(s.max_ns),
-                    format!("{:.0}%", s.mean_ns as f64 * 100.0 / sum),
-                ]
-            })
-            .collect();
-        body.push_str(&table(&["phase", "mean us", "p50 us", "p90 us", "p99 us", "max us", "share"], &rows));
-        let dists: Vec<Dist> = PHASES
-            .iter()
-            .zip([&p.submission, &p.block, &p.device, &p.completion])
-            .map(|((n, ph), s)| Dist {
-                name: n.to_string(),
-                buckets: hist_buckets(&raw.phase(*ph)),
-                p50: (s.count > 0).then_some(s.p50_ns as f64 / US),
-                p99: (s.count > 0).then_some(s.p99_ns as f64 / US),
-                color: None,
-            })
-            .collect();
-        body.push_str(
-            "<h2>Latency distributions</h2><p>Each phase's distribution on the same log axis, so one \
-             value sits at the same place in every row; each row is scaled to its own tallest bar.</p>",
-        );
-        body.push_str(&plot::distributions(
-            "Per-I/O latency by phase",
-            "latency (us, log)",
-            &dists,
-            plot::Size { w: WIDE.w, h: 360.0 },
-        ));
-    } else {
-        body.push_str("<p>No trace: this report has no phase breakdown.</p>");
-    }
-    if let Some(ts) = &report.timeseries {
-        body.push_str(&time_series_section(ts));
-    }
-    if let Some(t) = &report.trace {
-        body.push_str("<h2>Per I/O</h2>");
-        let mut counts: Vec<Vec<String>> = [
-            ("irq", Some(&t.irq)),
-            ("softirq block", t.softirq_block.as_ref()),
-            ("iommu map", Some(&t.iommu_map)),
-            ("iommu unmap", Some(&t.iommu_unmap)),
-            ("dma map", Some(&t.dma_map)),
-            ("dma unmap", Some(&t.dma_unmap)),
-        ]
+    let body: String = trace_page_sections(report, raw, flames).into_iter().map(|(_, html)| html).collect();
+    page(&title_of(report), &body)
+}
+
+/// The page's body section by section, in order (each tested against its own golden file,
+/// tests/render.rs).
+pub fn trace_page_sections(report: &Report, raw: &RawTrace, flames: &[(&str, String)]) -> Vec<(&'static str, String)> {
+    vec![
+        ("summary", summary(report)),
+        (
+            "phases",
+            report
+                .trace
+                .as_ref()
+                .map_or_else(|| "<p>No trace: this report has no phase breakdown.</p>".to_owned(), phases_section),
+        ),
+        ("distributions", report.trace.as_ref().map_or_else(String::new, |t| distributions_section(t, raw))),
+        ("timeseries", report.timeseries.as_ref().map_or_else(String::new, time_series_section)),
+        ("per_io", report.trace.as_ref().map_or_else(String::new, |t| per_io_section(report, t))),
+        ("flamegraphs", flames.iter().map(|(title, svg)| flame_frame(title, svg)).collect()),
+        (
+            "configuration",
+            format!(
+                "<h2>Configuration</h2>{}",
+                config_groups(&serde_json::to_value(&report.config).unwrap_or_default())
+            ),
+        ),
+    ]
+}
+
+/// Where the time went: the four phases' means as bars and as a table.
+fn phases_section(t: &crate::aggregate::TraceSummary) -> String {
+    let mut body = String::new();
+    let p = &t.phases;
+    let named =
+        [("submission", &p.submission), ("block", &p.block), ("device", &p.device), ("completion", &p.completion)];
+    let parts: Vec<(String, Vec<f64>)> =
+        named.iter().map(|(n, s)| (n.to_string(), vec![s.mean_ns as f64 / US])).collect();
+    body.push_str("<h2>Where the time went</h2>");
+    body.push_str(&plot::hbars(
+        "Mean per I/O by phase",
+        "mean latency (us)",
+        "run",
+        &["this run".to_owned()],
+        &parts,
+        WIDE,
+    ));
+    let sum = t.phase_sum_mean_ns.max(1) as f64;
+    let u = |v: u64| format!("{:.2}", v as f64 / US);
+    let rows: Vec<Vec<String>> = named
         .iter()
-        .map(|(k, v)| match v {
-            Some(v) => vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)],
-            // The lean default hooks no softirq: unknown, not zero.
-            None => vec![k.to_string(), "unknown (lean trace; --full)".into(), "unknown".into()],
+        .map(|(n, s)| {
+            vec![
+                n.to_string(),
+                u(s.mean_ns),
+                u(s.p50_ns),
+                u(s.p90_ns),
+                u(s.p99_ns),
+                u(s.max_ns),
+                format!("{:.0}%", s.mean_ns as f64 * 100.0 / sum),
+            ]
         })
         .collect();
-        let c = &report.ctx_switches;
-        counts.push(vec![format!("ctx switches ({})", c.source), c.total.to_string(), format!("{:.3}", c.per_io)]);
-        if let Some(d) = &report.run_delay {
-            counts.push(vec![
-                format!("run queue, us ({})", d.source),
-                format!("{:.0}", d.total_ns as f64 / US),
-                format!("{:.2}", d.per_io_ns / US),
-            ]);
-        }
-        body.push_str(&table(&["event", "total", "per I/O"], &counts));
+    body.push_str(&table(&["phase", "mean us", "p50 us", "p90 us", "p99 us", "max us", "share"], &rows));
+    body
+}
+
+/// Each phase's distribution on one log axis.
+fn distributions_section(t: &crate::aggregate::TraceSummary, raw: &RawTrace) -> String {
+    let p = &t.phases;
+    let mut body = String::new();
+    let dists: Vec<Dist> = PHASES
+        .iter()
+        .zip([&p.submission, &p.block, &p.device, &p.completion])
+        .map(|((n, ph), s)| Dist {
+            name: n.to_string(),
+            buckets: hist_buckets(&raw.phase(*ph)),
+            p50: (s.count > 0).then_some(s.p50_ns as f64 / US),
+            p99: (s.count > 0).then_some(s.p99_ns as f64 / US),
+            color: None,
+        })
+        .collect();
+    body.push_str(
+        "<h2>Latency distributions</h2><p>Each phase's distribution on the same log axis, so one \
+         value sits at the same place in every row; each row is scaled to its own tallest bar.</p>",
+    );
+    body.push_str(&plot::distributions(
+        "Per-I/O latency by phase",
+        "latency (us, log)",
+        &dists,
+        plot::Size { w: WIDE.w, h: 360.0 },
+    ));
+    body
+}
+
+/// Interrupts, softirqs, IOMMU and DMA maps, context switches and run-queue time per I/O.
+fn per_io_section(report: &Report, t: &crate::aggregate::TraceSummary) -> String {
+    let mut body = String::new();
+    body.push_str("<h2>Per I/O</h2>");
+    let mut counts: Vec<Vec<String>> = [
+        ("irq", Some(&t.irq)),
+        ("softirq block", t.softirq_block.as_ref()),
+        ("iommu map", Some(&t.iommu_map)),
+        ("iommu unmap", Some(&t.iommu_unmap)),
+        ("dma map", Some(&t.dma_map)),
+        ("dma unmap", Some(&t.dma_unmap)),
+    ]
+    .iter()
+    .map(|(k, v)| match v {
+        Some(v) => vec![k.to_string(), v.total.to_string(), format!("{:.3}", v.per_io)],
+        // The lean default hooks no softirq: unknown, not zero.
+        None => vec![k.to_string(), "unknown (lean trace; --full)".into(), "unknown".into()],
+    })
+    .collect();
+    let c = &report.ctx_switches;
+    counts.push(vec![format!("ctx switches ({})", c.source), c.total.to_string(), format!("{:.3}", c.per_io)]);
+    if let Some(d) = &report.run_delay {
+        counts.push(vec![
+            format!("run queue, us ({})", d.source),
+            format!("{:.0}", d.total_ns as f64 / US),
+            format!("{:.2}", d.per_io_ns / US),
+        ]);
     }
-    for (title, svg) in flames {
-        body.push_str(&flame_frame(title, svg));
-    }
-    body.push_str("<h2>Configuration</h2>");
-    body.push_str(&config_groups(&serde_json::to_value(&report.config).unwrap_or_default()));
-    page(&title_of(report), &body)
+    body.push_str(&table(&["event", "total", "per I/O"], &counts));
+    body
 }
 
 /// The intervals to draw, and the last one when it is left out: much shorter than the rest, it is
