@@ -352,20 +352,17 @@ fn command_line(pid: u32) -> String {
 /// A command interrupted (--duration, Ctrl-C) that has not exited after this long is killed.
 const KILL_AFTER_NS: u64 = 5_000_000_000;
 
-/// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
-pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
-    anyhow::ensure!(
-        flags.hooks != HookSet::Lean,
-        "--lean needs the bundled generator, whose direct I/O it knows (its io_uring reap is timed by the \
-         generator, its aio requests are claimed at their bios): drop --lean to trace a process or command"
-    );
-    let roots = SysRoots::live();
-    check_can_trace(&roots)?;
-    let (irqs, irq_names) = all_disk_irqs(&roots);
-    let irq_list = irqs.clone();
-    let mut warnings = Vec::new();
-    let mut watchdog = None;
-    let (pid, gate) = match &what {
+/// The traced process: one already running, or a command started behind a gate (a pipe on fd 3)
+/// that opens once the probes are attached, watched so that it cannot outlive iopath.
+struct Target {
+    pid: u32,
+    gate: Option<i32>,
+    watchdog: Option<crate::watchdog::Watchdog>,
+}
+
+/// Checks the pid, or starts the command behind its gate.
+fn start_target(what: &External) -> Result<Target> {
+    Ok(match what {
         External::Pid(pid) => {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 bail!("no process {pid}: check the pid (ps -p {pid}); to trace a command from its start use 'iopath trace -- CMD ARGS'");
@@ -376,7 +373,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                      to trace a command from its start use 'iopath trace -- CMD ARGS'"
                 );
             }
-            (*pid, None)
+            Target { pid: *pid, gate: None, watchdog: None }
         }
         External::Command(argv) => {
             if argv.is_empty() {
@@ -414,17 +411,169 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
             let child = cmd.spawn().with_context(|| format!("cannot start '{}'", argv[0]))?;
             // SAFETY: closing our copy of the read end.
             unsafe { libc::close(rd) };
-            match crate::watchdog::Watchdog::start(child.id()) {
-                Ok(w) => watchdog = Some(w),
+            let watchdog = match crate::watchdog::Watchdog::start(child.id()) {
+                Ok(w) => w,
                 Err(e) => {
                     // SAFETY: the command, still behind its gate, must not run unwatched.
                     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
                     return Err(e);
                 }
-            }
-            (child.id(), Some(wr))
+            };
+            Target { pid: child.id(), gate: Some(wr), watchdog: Some(watchdog) }
         }
-    };
+    })
+}
+
+/// How the watch over a traced process ended.
+#[derive(Default)]
+struct Watched {
+    /// A command's exit status (128 + the signal when a signal ended it).
+    exit_code: Option<i32>,
+    /// A command's CPU time (user, system), from wait4.
+    child_cpu: (u64, u64),
+    /// A running process tree's CPU time at the last look.
+    last_cpu: (u64, u64),
+    /// A traced pid exited before the trace ended.
+    exited_early: bool,
+    /// --duration ended it.
+    timed_out: bool,
+    /// iopath interrupted the command (--duration or Ctrl-C).
+    interrupted: bool,
+}
+
+/// Watches `pid` every 20 ms until it exits, `deadline` passes or a stop is requested. A command
+/// (`gated`) is waited for: interrupted (SIGINT) at the deadline or on a stop, killed if it has not
+/// exited 5 s later; a running process is left alone, its tree's CPU read every 0.5 s.
+fn watch(pid: u32, gated: bool, deadline: Option<u64>, cpu_start: (u64, u64)) -> Watched {
+    let mut w = Watched { last_cpu: cpu_start, ..Watched::default() };
+    let mut signalled = false;
+    let mut signalled_at = 0;
+    let mut ticks = 0u32;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if gated {
+            let mut status = 0;
+            // SAFETY: rusage is plain data filled by the kernel.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut ru) };
+            if r == pid as i32 {
+                let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+                w.child_cpu = (ns(ru.ru_utime), ns(ru.ru_stime));
+                w.exit_code = Some(if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    128 + libc::WTERMSIG(status)
+                });
+                break;
+            }
+            let over = deadline.is_some_and(|d| loadgen::now_ns() >= d);
+            w.timed_out |= over && !signalled && !crate::stop::requested();
+            if (crate::stop::requested() || over) && !signalled {
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(pid as i32, libc::SIGINT) };
+                signalled = true;
+                w.interrupted = true;
+                signalled_at = loadgen::now_ns();
+            } else if signalled && loadgen::now_ns() - signalled_at > KILL_AFTER_NS {
+                // It ignored SIGINT: the trace must end anyway.
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        } else {
+            // Gone, or a zombie: its I/O is over (a zombie's /proc entry stays until reaped).
+            if crate::watchdog::ended(pid) {
+                w.exited_early = true;
+                break;
+            }
+            // The tree's CPU every 0.5 s, not every 20 ms: it reads /proc whole.
+            ticks += 1;
+            if ticks % 25 == 0 {
+                w.last_cpu = tree_cpu(pid).unwrap_or(w.last_cpu);
+            }
+            if crate::stop::requested() {
+                break;
+            }
+            if deadline.is_some_and(|d| loadgen::now_ns() >= d) {
+                w.timed_out = true;
+                break;
+            }
+        }
+    }
+    w
+}
+
+/// What the report says of how the trace ended: an early exit, Ctrl-C, what was killed, --duration.
+fn ending_warnings(
+    what: &External,
+    pid: u32,
+    duration: Option<Duration>,
+    w: &Watched,
+    elapsed: u64,
+    left_running: usize,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if w.exited_early {
+        warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
+    }
+    if matches!(what, External::Pid(_)) && crate::stop::requested() && !w.exited_early {
+        warnings.push(format!(
+            "traced for {:.1} s, until Ctrl-C; process {pid} was left running, untouched",
+            elapsed as f64 / 1e9
+        ));
+    }
+    if left_running > 0 {
+        warnings.push(format!(
+            "the command's tree still had {left_running} process(es) running when the trace ended: iopath killed them, \
+             as every end of a traced command does (they are not in the report past that point)"
+        ));
+    }
+    if let (true, Some(d)) = (w.timed_out, duration) {
+        warnings.push(match &what {
+            External::Pid(_) => {
+                format!("traced for {d:?} (--duration) and stopped; process {pid} was left running, untouched")
+            }
+            External::Command(_) => format!(
+                "the command was still running after {d:?} (--duration): iopath interrupted it (SIGINT) and traced it until it exited"
+            ),
+        });
+    }
+    warnings
+}
+
+/// What was followed and what was seen, for a trace that saw no I/O (so "nothing" can be checked
+/// against what the user expected).
+fn nothing_seen_warnings(what: &External, pid: u32, children: &[u32], raw: &RawTrace) -> Vec<String> {
+    let mut warnings = Vec::new();
+    // What was followed, so "nothing seen" can be checked against what the user expected.
+    warnings.push(match (&what, children.len()) {
+        (External::Command(_), _) => format!("followed: the command (pid {pid}), its threads and every process it forked"),
+        (External::Pid(_), 0) => format!("followed: pid {pid} and its threads, and any process it forked during the trace (it had no children at the start)"),
+        (External::Pid(_), n) => format!(
+            "followed: pid {pid}, its {n} child processes at the start ({}), their threads, and any process forked during the trace",
+            children.iter().take(8).map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    });
+    let cached = raw.counter(crate::model::Counter::NoBlockIo);
+    warnings.push(if cached > 0 {
+        format!("no I/O of this process reached a block device: its {cached} reads and writes of files were served by the page cache (buffered I/O)")
+    } else {
+        "no read or write of a file or block device was seen (io_uring, libaio or read/write/pread/preadv2 and their write twins)".into()
+    });
+    warnings
+}
+
+/// Traces another process (and what it forks) until it exits, `duration` passes, or Ctrl-C.
+pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
+    anyhow::ensure!(
+        flags.hooks != HookSet::Lean,
+        "--lean needs the bundled generator, whose direct I/O it knows (its io_uring reap is timed by the \
+         generator, its aio requests are claimed at their bios): drop --lean to trace a process or command"
+    );
+    let roots = SysRoots::live();
+    check_can_trace(&roots)?;
+    let (irqs, irq_names) = all_disk_irqs(&roots);
+    let irq_list = irqs.clone();
+    let Target { pid, gate, watchdog } = start_target(&what)?;
     // A running process's existing children are part of it (fio's workers do the I/O).
     let children = match &what {
         External::Pid(_) => descendants(pid),
@@ -443,12 +592,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     // per I/O count (a 1.5 s --pid trace saw 20 ms of I/O and 580 us of CPU per I/O before).
     let mut cpu_before = (0, 0);
     let mut start = loadgen::now_ns();
-    let mut exit_code = None;
-    let mut child_cpu = (0u64, 0u64);
-    let mut last_cpu = (0, 0);
-    let mut exited_early = false;
-    let mut timed_out = false;
-    let mut interrupted = false;
+    let mut watched = Watched::default();
     let attached_line = match &what {
         External::Pid(_) => Some(format!(
             "iopath: tracing pid {pid} and {} processes below it, {}",
@@ -464,7 +608,6 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         start = loadgen::now_ns();
         if let External::Pid(_) = &what {
             cpu_before = tree_cpu(pid).unwrap_or((0, 0));
-            last_cpu = cpu_before;
         }
         // Said once the probes are on: what the user runs next is seen (scripts wait for it).
         if let Some(line) = &attached_line {
@@ -477,60 +620,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
                 libc::close(wr);
             }
         }
-        let deadline = duration.map(|d| start + d.as_nanos() as u64);
-        let mut signalled = false;
-        let mut signalled_at = 0;
-        let mut ticks = 0u32;
-        loop {
-            std::thread::sleep(Duration::from_millis(20));
-            if gate.is_some() {
-                let mut status = 0;
-                // SAFETY: rusage is plain data filled by the kernel.
-                let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-                let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut ru) };
-                if r == pid as i32 {
-                    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
-                    child_cpu = (ns(ru.ru_utime), ns(ru.ru_stime));
-                    exit_code = Some(if libc::WIFEXITED(status) {
-                        libc::WEXITSTATUS(status)
-                    } else {
-                        128 + libc::WTERMSIG(status)
-                    });
-                    break;
-                }
-                let over = deadline.is_some_and(|d| loadgen::now_ns() >= d);
-                timed_out |= over && !signalled && !crate::stop::requested();
-                if (crate::stop::requested() || over) && !signalled {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-                    signalled = true;
-                    interrupted = true;
-                    signalled_at = loadgen::now_ns();
-                } else if signalled && loadgen::now_ns() - signalled_at > KILL_AFTER_NS {
-                    // It ignored SIGINT: the trace must end anyway.
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                }
-            } else {
-                // Gone, or a zombie: its I/O is over (a zombie's /proc entry stays until reaped).
-                if crate::watchdog::ended(pid) {
-                    exited_early = true;
-                    break;
-                }
-                // The tree's CPU every 0.5 s, not every 20 ms: it reads /proc whole.
-                ticks += 1;
-                if ticks % 25 == 0 {
-                    last_cpu = tree_cpu(pid).unwrap_or(last_cpu);
-                }
-                if crate::stop::requested() {
-                    break;
-                }
-                if deadline.is_some_and(|d| loadgen::now_ns() >= d) {
-                    timed_out = true;
-                    break;
-                }
-            }
-        }
+        watched = watch(pid, gate.is_some(), duration.map(|d| start + d.as_nanos() as u64), cpu_before);
         Ok(())
     });
     // However the trace ended (the command's exit, --duration, a signal, an error), what the
@@ -547,36 +637,12 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     }
     let cpu = match &what {
         External::Pid(_) => {
-            let end = tree_cpu(pid).unwrap_or(last_cpu);
+            let end = tree_cpu(pid).unwrap_or(watched.last_cpu);
             (end.0.saturating_sub(cpu_before.0), end.1.saturating_sub(cpu_before.1))
         }
-        External::Command(_) => child_cpu,
+        External::Command(_) => watched.child_cpu,
     };
-    if exited_early {
-        warnings.push(format!("process {pid} exited during the trace: the report covers it until then"));
-    }
-    if matches!(what, External::Pid(_)) && crate::stop::requested() && !exited_early {
-        warnings.push(format!(
-            "traced for {:.1} s, until Ctrl-C; process {pid} was left running, untouched",
-            elapsed as f64 / 1e9
-        ));
-    }
-    if left_running > 0 {
-        warnings.push(format!(
-            "the command's tree still had {left_running} process(es) running when the trace ended: iopath killed them, \
-             as every end of a traced command does (they are not in the report past that point)"
-        ));
-    }
-    if let (true, Some(d)) = (timed_out, duration) {
-        warnings.push(match &what {
-            External::Pid(_) => {
-                format!("traced for {d:?} (--duration) and stopped; process {pid} was left running, untouched")
-            }
-            External::Command(_) => format!(
-                "the command was still running after {d:?} (--duration): iopath interrupted it (SIGINT) and traced it until it exited"
-            ),
-        });
-    }
+    let mut warnings = ending_warnings(&what, pid, duration, &watched, elapsed, left_running);
     let command = match &what {
         External::Command(argv) => crate::untrusted::visible(&argv.join(" ")).into_owned(),
         External::Pid(_) => command_line(pid),
@@ -585,21 +651,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let ios =
         [Phase::Total, Phase::PcRead, Phase::PcWrite, Phase::PcCopy].iter().map(|&p| raw.phase(p).count).sum::<u64>();
     if ios == 0 {
-        // What was followed, so "nothing seen" can be checked against what the user expected.
-        warnings.push(match (&what, children.len()) {
-            (External::Command(_), _) => format!("followed: the command (pid {pid}), its threads and every process it forked"),
-            (External::Pid(_), 0) => format!("followed: pid {pid} and its threads, and any process it forked during the trace (it had no children at the start)"),
-            (External::Pid(_), n) => format!(
-                "followed: pid {pid}, its {n} child processes at the start ({}), their threads, and any process forked during the trace",
-                children.iter().take(8).map(u32::to_string).collect::<Vec<_>>().join(", ")
-            ),
-        });
-        let cached = raw.counter(crate::model::Counter::NoBlockIo);
-        warnings.push(if cached > 0 {
-            format!("no I/O of this process reached a block device: its {cached} reads and writes of files were served by the page cache (buffered I/O)")
-        } else {
-            "no read or write of a file or block device was seen (io_uring, libaio or read/write/pread/preadv2 and their write twins)".into()
-        });
+        warnings.extend(nothing_seen_warnings(&what, pid, &children, &raw));
     }
     // Every reaped event counts as an application I/O, matched or not, and so does every read or
     // write of a file that moved no block I/O of its own (served by the page cache).
@@ -609,7 +661,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
     let span = if raw.active_ns > 0 && raw.active_ns < elapsed { raw.active_ns } else { elapsed };
     let machine = crate::report::Captured::live(&[], pid);
     let mut rep = Report::from_process(
-        Process { pid, command, exit_code, interrupted },
+        Process { pid, command, exit_code: watched.exit_code, interrupted: watched.interrupted },
         &raw,
         span,
         cpu,
