@@ -216,7 +216,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         planned
             .hooks
             .iter()
-            .filter(|h| !h.name.contains("_queue_rq") && !h.name.starts_with("fentry:"))
+            .filter(|h| hooks::is_tracepoint(h.name))
             // A tracepoint two hooks serve (the trace's and top's) is listed once: the trace's.
             .filter({
                 let mut seen = std::collections::HashSet::new();
@@ -273,7 +273,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         if let Some(why) = planned.fatal() {
             problems.push(why);
         } else {
-            let ksyms = crate::probe::kallsyms::lookup(hooks::SYMBOLS);
+            let ksyms = crate::probe::kallsyms::lookup(&hooks::symbols());
             always = Some(always_on(&facts, &ksyms));
             let o = PlanOptions { top: true, one_hook: true, ..Default::default() };
             one_hook = Some(match crate::probe::stamps::dry_run(plan::plan(&facts, &o), &ksyms) {

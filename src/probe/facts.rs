@@ -22,7 +22,7 @@ pub struct KernelFacts {
     pub release: String,
     /// `group:name` of every tracepoint of the groups iopath uses.
     pub tracepoints: BTreeSet<String>,
-    /// Kernel functions of `hooks::SYMBOLS` found in /proc/kallsyms with an address.
+    /// Kernel functions of `hooks::symbols()` found in /proc/kallsyms with an address.
     pub symbols: BTreeSet<String>,
     /// `struct.member` (members inside anonymous unions count as the struct's) and `struct`
     /// entries of `hooks::BTF_FACTS` present in vmlinux BTF.
@@ -87,14 +87,14 @@ impl KernelFacts {
             ..Default::default()
         };
         if let Some(t) = tfs {
-            for group in hooks::TRACEPOINT_GROUPS {
+            for group in hooks::tracepoint_groups() {
                 let Ok(dir) = std::fs::read_dir(t.path.join("events").join(group)) else { continue };
                 for e in dir.flatten().filter(|e| e.path().is_dir()) {
                     f.tracepoints.insert(format!("{group}:{}", e.file_name().to_string_lossy()));
                 }
             }
         }
-        let syms = super::kallsyms::lookup(hooks::SYMBOLS);
+        let syms = super::kallsyms::lookup(&hooks::symbols());
         f.symbols = syms.iter().filter(|(_, &a)| a != 0).map(|(n, _)| n.clone()).collect();
         if !privileged {
             f.unseen.push("symbols: /proc/kallsyms shows addresses to root only".into());

@@ -235,21 +235,18 @@ pub const TP_FACTS: &[(&str, &str, &[&str])] = &[
     (TP_URING_COMPLETE_NO_REQ, "io_uring_complete", &["void *", "int", "int", "int"]),
 ];
 
-/// The tracepoint groups whose events the facts list.
-pub const TRACEPOINT_GROUPS: &[&str] = &[
-    "raw_syscalls",
-    "io_uring",
-    "block",
-    "readahead",
-    "jbd2",
-    "writeback",
-    "filemap",
-    "nvme",
-    "irq",
-    "sched",
-    "iommu",
-    "dma",
-];
+/// Whether the table's hook of this name is a tracepoint's (not a function probe's).
+pub fn is_tracepoint(name: &str) -> bool {
+    HOOKS.iter().any(|h| h.name == name && !h.variants.is_empty())
+}
+
+/// The tracepoint groups whose events the facts list: every group of the table's tracepoint hooks.
+pub fn tracepoint_groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = HOOKS.iter().filter(|h| !h.variants.is_empty()).map(|h| h.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
 
 /// A kernel function the probes compare bi_end_io or ki_complete against, by the names it had.
 pub struct Symbol {
@@ -286,36 +283,16 @@ pub const STACK_SYMBOLS: &[Symbol] = &[
     Symbol { role: "md_clone_end_io", names: &["md_end_clone_io", "md_end_io_acct"] },
 ];
 
-/// Every symbol name the facts look for.
-pub const SYMBOLS: &[&str] = &[
-    "iomap_dio_bio_end_io",
-    "blkdev_bio_end_io",
-    "blkdev_bio_end_io_async",
-    "bio_wait_end_io",
-    "submit_bio_wait_endio",
-    "blkdev_bio_end_io_simple",
-    "bio_chain_endio",
-    "aio_complete_rw",
-    "clone_endio",
-    "crypt_endio",
-    "raid1_end_read_request",
-    "raid1_end_write_request",
-    "md_end_clone_io",
-    "md_end_io_acct",
-    "nvme_queue_rq",
-    "__x64_sys_pread64",
-    "__x64_sys_pwrite64",
-    "__x64_sys_preadv",
-    "__x64_sys_pwritev",
-    "__x64_sys_preadv2",
-    "__x64_sys_pwritev2",
-    "__arm64_sys_pread64",
-    "__arm64_sys_pwrite64",
-    "__arm64_sys_preadv",
-    "__arm64_sys_pwritev",
-    "__arm64_sys_preadv2",
-    "__arm64_sys_pwritev2",
-];
+/// Every kernel symbol the facts look for: the bio owners' and stacked devices' end_io functions
+/// (their roles' every name) and the function probes' targets, all from the table.
+pub fn symbols() -> Vec<&'static str> {
+    let roles = OWNER_SYMBOLS.iter().chain(STACK_SYMBOLS).flat_map(|s| s.names.iter().copied());
+    let funcs = HOOKS.iter().flat_map(|h| h.func.iter().copied());
+    let mut names: Vec<&'static str> = roles.chain(funcs).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
 
 /// The name of `sym` this kernel has (None: none of them).
 pub fn symbol_name(sym: &Symbol, has: impl Fn(&str) -> bool) -> Option<&'static str> {
@@ -823,5 +800,57 @@ mod tests {
         for name in crate::hook_names::ALL {
             assert!(HOOKS.iter().any(|h| h.name == name), "{name} is no hook of the table");
         }
+    }
+
+    #[test]
+    fn tracepoint_groups_and_symbols_come_from_the_table() {
+        // What the hand-kept lists held before they were derived: the same, nothing lost.
+        let mut groups = vec![
+            "raw_syscalls",
+            "io_uring",
+            "block",
+            "readahead",
+            "jbd2",
+            "writeback",
+            "filemap",
+            "nvme",
+            "irq",
+            "sched",
+            "iommu",
+            "dma",
+        ];
+        groups.sort_unstable();
+        assert_eq!(tracepoint_groups(), groups);
+        let mut syms = vec![
+            "iomap_dio_bio_end_io",
+            "blkdev_bio_end_io",
+            "blkdev_bio_end_io_async",
+            "bio_wait_end_io",
+            "submit_bio_wait_endio",
+            "blkdev_bio_end_io_simple",
+            "bio_chain_endio",
+            "aio_complete_rw",
+            "clone_endio",
+            "crypt_endio",
+            "raid1_end_read_request",
+            "raid1_end_write_request",
+            "md_end_clone_io",
+            "md_end_io_acct",
+            "nvme_queue_rq",
+            "__x64_sys_pread64",
+            "__x64_sys_pwrite64",
+            "__x64_sys_preadv",
+            "__x64_sys_pwritev",
+            "__x64_sys_preadv2",
+            "__x64_sys_pwritev2",
+            "__arm64_sys_pread64",
+            "__arm64_sys_pwrite64",
+            "__arm64_sys_preadv",
+            "__arm64_sys_pwritev",
+            "__arm64_sys_preadv2",
+            "__arm64_sys_pwritev2",
+        ];
+        syms.sort_unstable();
+        assert_eq!(symbols(), syms);
     }
 }

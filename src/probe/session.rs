@@ -107,7 +107,7 @@ fn name_cgroups(files: &mut [crate::model::RawWbFile]) {
 /// `trace`, the workload given the maps it may read while it runs (`iopath top`).
 pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result<R>) -> Result<(R, RawTrace)> {
     let (_tfs, mut plan) = plan_for(opts)?;
-    let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
+    let ksyms = super::kallsyms::lookup(&super::hooks::symbols());
     let mut stores = Stores::default();
     let (mut phases, mut counts) = load_all(&mut plan, opts, &ksyms, &mut stores)?;
     seed_maps(&phases, &counts, opts)?;

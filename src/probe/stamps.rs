@@ -554,7 +554,7 @@ impl Trust {
 /// reads and the checker; every link is dropped on return (nothing left attached).
 pub fn live<R>(opts: &TraceOpts, body: impl FnOnce(LiveMaps, &mut Checker<'_>) -> Result<R>) -> Result<R> {
     let (_tfs, mut plan) = super::load::plan_for(opts)?;
-    let ksyms = super::kallsyms::lookup(super::hooks::SYMBOLS);
+    let ksyms = super::kallsyms::lookup(&super::hooks::symbols());
     let mut stores: [MaybeUninit<libbpf_rs::OpenObject>; MAX_LOADS] = std::array::from_fn(|_| MaybeUninit::uninit());
     let mut skel = load_per_plan(Obj::Stamps, "stamps", &mut plan, &mut stores, |s, plan| open(s, opts, &ksyms, plan))?;
     let rows = skel.maps.stamps_rows.max_entries();

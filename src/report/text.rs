@@ -388,7 +388,10 @@ pub fn trace_sections(r: &Report, t: &TraceSummary) -> Vec<(&'static str, String
         t,
         rec: t.reconciliation.clone().unwrap_or_else(|| crate::aggregate::reconcile(t, r.lat_ns.mean)),
         rows: t.phases.total.count > 0,
-        no_syscall_hooks: t.lean && !t.probes.iter().any(|p| p.attached && p.name.starts_with("raw_syscalls:")),
+        no_syscall_hooks: t.lean
+            && !t.probes.iter().any(|p| {
+                p.attached && [crate::hook_names::SYS_ENTER, crate::hook_names::SYS_EXIT].contains(&p.name.as_str())
+            }),
     };
     TRACE_SECTIONS
         .iter()
@@ -489,7 +492,7 @@ fn phase_rows(v: &View, w: &mut dyn Write) -> io::Result<()> {
         row(w, "  nvme device", n, false)?;
         if let Some(s) = &p.nvme_submit {
             row(w, "    to doorbell", s, false)?;
-        } else if t.probes.iter().any(|q| q.attached && q.name.ends_with(":nvme_queue_rq")) {
+        } else if t.probes.iter().any(|q| q.attached && crate::hook_names::DOORBELL.contains(&q.name.as_str())) {
             writeln!(
                 w,
                 "    {:<16}nvme_queue_rq probe attached, never hit: requests went through nvme_queue_rqs (batched)",

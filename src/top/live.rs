@@ -29,10 +29,10 @@ const LOST: &[(Counter, &str)] = &[
 /// ... each with the hook that counts it: without that hook attached (always-on leaves them
 /// out: they fire for every device's DMA, the network's too) the count is unknown, not 0.
 const KERNEL: &[(Counter, &str, &str)] = &[
-    (Counter::IommuMap, "iommu_map", "iommu:map"),
-    (Counter::IommuUnmap, "iommu_unmap", "iommu:unmap"),
-    (Counter::DmaMap, "dma_map", "dma:dma_map"),
-    (Counter::DmaUnmap, "dma_unmap", "dma:dma_unmap"),
+    (Counter::IommuMap, "iommu_map", crate::hook_names::IOMMU_MAP),
+    (Counter::IommuUnmap, "iommu_unmap", crate::hook_names::IOMMU_UNMAP),
+    (Counter::DmaMap, "dma_map", crate::hook_names::DMA_MAP),
+    (Counter::DmaUnmap, "dma_unmap", crate::hook_names::DMA_UNMAP),
 ];
 
 pub struct Reader {
