@@ -508,53 +508,30 @@ fn ignored_key(k: &str) -> bool {
     k.starts_with("job.seed") || k.ends_with("config_source") || k.starts_with("job.runtime")
 }
 
-pub fn compare(b: &Side, a: &Side) -> Comparison {
-    let change = |name: &'static str, sb: Stat, sa: Stat| {
-        let d = sa.mean - sb.mean;
-        let noise = noise_ns(&sb, &sa);
-        PhaseChange {
-            phase: name,
-            before: sb,
-            after: sa,
-            delta_mean_ns: d,
-            delta_p50_ns: sa.p50 - sb.p50,
-            delta_p99_ns: sa.p99 - sb.p99,
-            noise_ns: noise,
-            judgement: if d.abs() <= noise {
-                "within noise"
-            } else if d > 0.0 {
-                "grew"
-            } else {
-                "shrank"
-            },
-        }
-    };
-    let mut phases = Vec::new();
-    if let (Some(pb), Some(pa)) = (&b.phases, &a.phases) {
-        for name in PHASES {
-            phases.push(change(name, pb[name], pa[name]));
-        }
+/// How one phase moved, judged against the noise of its two sides.
+fn phase_change(name: &'static str, sb: Stat, sa: Stat) -> PhaseChange {
+    let d = sa.mean - sb.mean;
+    let noise = noise_ns(&sb, &sa);
+    PhaseChange {
+        phase: name,
+        before: sb,
+        after: sa,
+        delta_mean_ns: d,
+        delta_p50_ns: sa.p50 - sb.p50,
+        delta_p99_ns: sa.p99 - sb.p99,
+        noise_ns: noise,
+        judgement: if d.abs() <= noise {
+            "within noise"
+        } else if d > 0.0 {
+            "grew"
+        } else {
+            "shrank"
+        },
     }
-    let nvme_phases: Vec<PhaseChange> = NVME_PHASES
-        .iter()
-        .filter_map(|&(name, _)| Some(change(name, *b.nvme_phases.get(name)?, *a.nvme_phases.get(name)?)))
-        .collect();
-    // The phase that explains the change moved the way IOPS did (a phase that shrank because
-    // fewer I/Os queued does not explain a loss); any moved phase when none did.
-    let explains = if a.iops < b.iops { "grew" } else { "shrank" };
-    let largest = |want: Option<&str>| {
-        phases
-            .iter()
-            .filter(|p| p.judgement != "within noise" && want.is_none_or(|w| p.judgement == w))
-            .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()))
-    };
-    let unreconciled: Vec<String> = [("before", b), ("after", a)]
-        .iter()
-        .filter_map(|(n, s)| s.unreconciled.as_ref().map(|why| format!("{n}: {}", why.join("; "))))
-        .collect();
-    let dominant = largest(Some(explains)).or_else(|| largest(None));
-    let dominant_phase = if unreconciled.is_empty() { dominant.map_or("none", |p| p.phase) } else { "none" };
+}
 
+/// The per-I/O counts both sides measured, before -> after.
+fn per_io_changes(b: &Side, a: &Side) -> Vec<(String, Change)> {
     // A count one side did not measure is unknown there, not zero (fio has no IRQ counts). In a
     // family a side measured (its system calls, its routes), a name it lacks did not happen: 0.
     let known = |s: &Side, k: &str| {
@@ -562,15 +539,17 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
             || ["syscall ", "share "].iter().any(|f| k.starts_with(f) && s.per_io.keys().any(|x| x.starts_with(f)))
     };
     let keys: BTreeSet<&String> = b.per_io.keys().chain(a.per_io.keys()).collect();
-    let per_io: Vec<(String, Change)> = keys
-        .into_iter()
+    keys.into_iter()
         .filter(|k| known(b, k) && known(a, k))
         .map(|k| {
             let g = |s: &Side| s.per_io.get(k).copied().unwrap_or(0.0);
             (k.clone(), Change::new(g(b), g(a)))
         })
-        .collect();
+        .collect()
+}
 
+/// The settings that changed (both sides recorded them), and those only one side recorded.
+fn config_diff(b: &Side, a: &Side) -> (Vec<ConfigChange>, Vec<String>) {
     // A disk captured on one side only (a traced command records every disk, a generator run its
     // target's) is not a change of that disk.
     let disks = |s: &Side| -> BTreeSet<String> {
@@ -601,7 +580,7 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
     let jobs_comparable = has_job(b) == has_job(a);
     let keys: BTreeSet<&String> = b.config.keys().chain(a.config.keys()).collect();
     let mut one_side_only = Vec::new();
-    let config_changes: Vec<ConfigChange> = keys
+    let changes = keys
         .into_iter()
         .filter(|k| {
             !ignored_key(k)
@@ -627,6 +606,39 @@ pub fn compare(b: &Side, a: &Side) -> Comparison {
             })
         })
         .collect();
+    (changes, one_side_only)
+}
+
+pub fn compare(b: &Side, a: &Side) -> Comparison {
+    let change = phase_change;
+    let mut phases = Vec::new();
+    if let (Some(pb), Some(pa)) = (&b.phases, &a.phases) {
+        for name in PHASES {
+            phases.push(change(name, pb[name], pa[name]));
+        }
+    }
+    let nvme_phases: Vec<PhaseChange> = NVME_PHASES
+        .iter()
+        .filter_map(|&(name, _)| Some(change(name, *b.nvme_phases.get(name)?, *a.nvme_phases.get(name)?)))
+        .collect();
+    // The phase that explains the change moved the way IOPS did (a phase that shrank because
+    // fewer I/Os queued does not explain a loss); any moved phase when none did.
+    let explains = if a.iops < b.iops { "grew" } else { "shrank" };
+    let largest = |want: Option<&str>| {
+        phases
+            .iter()
+            .filter(|p| p.judgement != "within noise" && want.is_none_or(|w| p.judgement == w))
+            .max_by(|x, y| x.delta_mean_ns.abs().total_cmp(&y.delta_mean_ns.abs()))
+    };
+    let unreconciled: Vec<String> = [("before", b), ("after", a)]
+        .iter()
+        .filter_map(|(n, s)| s.unreconciled.as_ref().map(|why| format!("{n}: {}", why.join("; "))))
+        .collect();
+    let dominant = largest(Some(explains)).or_else(|| largest(None));
+    let dominant_phase = if unreconciled.is_empty() { dominant.map_or("none", |p| p.phase) } else { "none" };
+
+    let per_io = per_io_changes(b, a);
+    let (config_changes, one_side_only) = config_diff(b, a);
 
     let (frames_grew, frames_shrank, frames_new, families) = match (&b.folded, &a.folded) {
         (Some(fb), Some(fa)) => {
@@ -742,11 +754,40 @@ fn phase<'a>(c: &'a Comparison, name: &str) -> Option<&'a PhaseChange> {
 /// and stacks show when the configuration did not change.
 fn causes(c: &Comparison) -> Vec<String> {
     let mut out = Vec::new();
-    let changed = |pred: &dyn Fn(&str) -> bool| -> Vec<&ConfigChange> {
-        c.config_changes.iter().filter(|x| pred(&x.key)).collect()
-    };
-    // A cgroup I/O limit: its setting changed, or the share of I/Os blk-throttle held moved.
-    let limits = changed(&|k| k.starts_with("cgroup.limits."));
+    out.extend(cgroup_limit_cause(c));
+    out.extend(iommu_cause(c));
+    out.extend(setting_causes(c));
+    out.extend(page_cache_cause(c));
+    out.extend(dirty_throttling_cause(c));
+    out.extend(job_cause(c));
+    out.extend(cpu_contention_cause(c));
+    if out.is_empty() && c.before.contains("(traced)") != c.after.contains("(traced)") {
+        out.push("different workloads: a traced command on one side, the bundled generator on the other".into());
+    }
+    if out.is_empty() && !c.unreconciled.is_empty() {
+        out.push("cannot tell from the phases: a side's phase table does not reconcile".into());
+    }
+    if out.is_empty() {
+        match c.dominant_phase {
+            "device" => {
+                out.push("the device itself got slower or faster (nothing in the configuration changed)".into())
+            }
+            "none" => {}
+            p => out.push(format!("no configuration change explains it; the {p} phase moved")),
+        }
+    }
+    out
+}
+
+/// The configuration changes whose key `pred` picks.
+fn changed(c: &Comparison, pred: impl Fn(&str) -> bool) -> Vec<&ConfigChange> {
+    c.config_changes.iter().filter(|x| pred(&x.key)).collect()
+}
+
+/// A cgroup I/O limit: its setting changed, or the share of I/Os blk-throttle held moved.
+fn cgroup_limit_cause(c: &Comparison) -> Option<String> {
+    let mut out = None;
+    let limits = changed(c, |k| k.starts_with("cgroup.limits."));
     let throttled = per_io(c, "share throttled").map(|x| (x.before, x.after)).filter(|(b, a)| (a - b).abs() >= 0.01);
     if !limits.is_empty() || throttled.is_some() {
         let mut s = String::from("cgroup I/O limit");
@@ -758,10 +799,16 @@ fn causes(c: &Comparison) -> Vec<String> {
         if let Some((b, a)) = throttled {
             s.push_str(&format!("; I/Os held by blk-throttle {:.1}% -> {:.1}%", b * 100.0, a * 100.0));
         }
-        out.push(s);
+        out = Some(s);
     }
+    out
+}
+
+/// IOMMU translation: its configuration changed, maps per I/O or its frames grew.
+fn iommu_cause(c: &Comparison) -> Option<String> {
+    let mut out = None;
     let iommu_maps = per_io(c, "iommu_map").map(|m| (m.before, m.after));
-    let iommu_cfg = changed(&|k| k.starts_with("iommu.") && !k.starts_with("iommu.config"));
+    let iommu_cfg = changed(c, |k| k.starts_with("iommu.") && !k.starts_with("iommu.config"));
     let iommu_frames = c.families.iter().any(|f| f.family == Family::IommuDma.label() && f.after - f.before >= 0.02);
     if !iommu_cfg.is_empty() || iommu_maps.is_some_and(|(b, a)| a - b >= 0.5) || iommu_frames {
         let mut s = String::from("IOMMU translation");
@@ -773,12 +820,18 @@ fn causes(c: &Comparison) -> Vec<String> {
                 s.push_str(&format!("; iommu map/unmap {b:.1} -> {a:.1} per I/O"));
             }
         }
-        out.push(s);
+        out = Some(s);
     }
-    for x in changed(&|k| k.starts_with("devices.") && k.ends_with(".scheduler")) {
+    out
+}
+
+/// The devices' settings, NVMe poll queues, the kernel, the CPU's mitigations and governor.
+fn setting_causes(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    for x in changed(c, |k| k.starts_with("devices.") && k.ends_with(".scheduler")) {
         out.push(format!("I/O scheduler of {} changed {} -> {}", device_of(&x.key), x.before, x.after));
     }
-    for x in changed(&|k| {
+    for x in changed(c, |k| {
         k.starts_with("devices.")
             && [
                 ".nomerges",
@@ -796,15 +849,20 @@ fn causes(c: &Comparison) -> Vec<String> {
     }) {
         out.push(format!("{} changed {} -> {}", x.key, x.before, x.after));
     }
-    for x in changed(&|k| k == "nvme_poll_queues") {
+    for x in changed(c, |k| k == "nvme_poll_queues") {
         out.push(format!("NVMe poll queues changed {} -> {}", x.before, x.after));
     }
-    for x in changed(&|k| k == "kernel") {
+    for x in changed(c, |k| k == "kernel") {
         out.push(format!("kernel changed {} -> {}", x.before, x.after));
     }
-    for x in changed(&|k| k == "mitigations" || k == "governor") {
+    for x in changed(c, |k| k == "mitigations" || k == "governor") {
         out.push(format!("CPU {} changed", x.key));
     }
+    out
+}
+
+fn page_cache_cause(c: &Comparison) -> Option<String> {
+    let mut out = None;
     // The page cache: buffered reads found their data there less (or more) often, or waited for
     // the device longer. The hit ratio alone hides a dropped cache on sequential reads:
     // readahead brings most pages before they are read (64 MiB of 4k reads after drop_caches:
@@ -855,10 +913,15 @@ fn causes(c: &Comparison) -> Vec<String> {
         } else {
             " (the data was in the cache after)"
         });
-        out.push(s);
+        out = Some(s);
     }
+    out
+}
+
+fn dirty_throttling_cause(c: &Comparison) -> Option<String> {
+    let mut out = None;
     // Dirty throttling: a limit changed, or writers were held in balance_dirty_pages longer.
-    let vm = changed(&|k| k.starts_with("vm_dirty."));
+    let vm = changed(c, |k| k.starts_with("vm_dirty."));
     let held = per_io(c, "pc write_throttled_us").filter(|x| (x.after - x.before).abs() >= 1.0);
     if !vm.is_empty() || held.is_some() {
         let mut s = String::from("dirty-page throttling");
@@ -868,18 +931,25 @@ fn causes(c: &Comparison) -> Vec<String> {
         if let Some(x) = held {
             s.push_str(&format!("; writes held in balance_dirty_pages {:.1} -> {:.1} us per write", x.before, x.after));
         }
-        out.push(s);
+        out = Some(s);
     }
-    let job: Vec<String> = changed(&|k| k.starts_with("job."))
+    out
+}
+
+/// The job itself (beyond its target).
+fn job_cause(c: &Comparison) -> Option<String> {
+    let job: Vec<String> = changed(c, |k| k.starts_with("job."))
         .iter()
         .filter(|x| {
             !x.key.starts_with("job.target") && !x.key.starts_with("job.file") && !x.key.starts_with("job.device")
         })
         .map(|x| format!("{} {} -> {}", x.key.trim_start_matches("job."), x.before, x.after))
         .collect();
-    if !job.is_empty() {
-        out.push(format!("the job itself changed: {}", job.join(", ")));
-    }
+    (!job.is_empty()).then(|| format!("the job itself changed: {}", job.join(", ")))
+}
+
+fn cpu_contention_cause(c: &Comparison) -> Option<String> {
+    let mut out = None;
     // CPU contention: the application waits to run, visible as completion (reap) time with
     // involuntary switches or preempted time up and nothing else changed.
     let inv = per_io(c, "ctx_involuntary").map(|x| (x.before, x.after));
@@ -907,22 +977,7 @@ fn causes(c: &Comparison) -> Vec<String> {
                 s.push_str(&format!("; preempted outside syscalls {b:.1} -> {a:.1} us per I/O"));
             }
         }
-        out.push(s);
-    }
-    if out.is_empty() && c.before.contains("(traced)") != c.after.contains("(traced)") {
-        out.push("different workloads: a traced command on one side, the bundled generator on the other".into());
-    }
-    if out.is_empty() && !c.unreconciled.is_empty() {
-        out.push("cannot tell from the phases: a side's phase table does not reconcile".into());
-    }
-    if out.is_empty() {
-        match c.dominant_phase {
-            "device" => {
-                out.push("the device itself got slower or faster (nothing in the configuration changed)".into())
-            }
-            "none" => {}
-            p => out.push(format!("no configuration change explains it; the {p} phase moved")),
-        }
+        out = Some(s);
     }
     out
 }

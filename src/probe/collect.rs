@@ -12,7 +12,12 @@ use std::sync::Mutex;
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
-use super::options::TraceOpts;
+use super::options::{EventsOut, TraceOpts};
+
+/// `--events-out`: the file being written (an exclusive temporary one until the trace ends).
+type Sink = Mutex<Option<crate::events::BlockWriter<BufWriter<crate::output::TempFile>>>>;
+/// The IRQ stamps kept, and how many were dropped past the cap.
+type Stamps = Mutex<(Vec<IrqStamp>, u64)>;
 use crate::model::{ExecMapping, IrqStamp, RawSeries, RawVmstat};
 
 /// Interrupt stamps kept in memory at most (16 bytes each: 64 MiB); later ones are counted.
@@ -69,6 +74,52 @@ impl Collectors<'_> {
         self.excluded_tids.update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY).context("excluding iopath's threads")
     }
 
+    /// The ring buffers' consumer: each event record counted and written to `--events-out`'s
+    /// file (opened here; the first write error kept, the trace goes on), each IRQ stamp kept up to
+    /// the cap.
+    fn events_ring<'a>(
+        &self,
+        received: &'a AtomicU64,
+        sink: &'a Sink,
+        sink_err: &'a Mutex<Option<String>>,
+        stamps: &'a Stamps,
+    ) -> Result<libbpf_rs::RingBuffer<'a>> {
+        if let Some(out) = &self.opts.events_out {
+            // An exclusive temporary file until the trace ends (renamed then, or read
+            // back by --perfetto): a failed write or a kill never leaves a partial file
+            // under the user's name, nor writes through a link planted at it.
+            let p = out.path();
+            let tmp = crate::output::TempFile::create(p)?;
+            let f = crate::events::BlockWriter::new(BufWriter::with_capacity(1 << 20, tmp), crate::loadgen::now_ns)
+                .with_context(|| format!("writing {}", p.display()))?;
+            *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        }
+        let mut b = RingBufferBuilder::new();
+        b.add(self.events, move |data: &[u8]| {
+            received.fetch_add(1, Ordering::Relaxed);
+            if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                // A full disk must not stop the trace: the first error and what reached
+                // the disk are reported.
+                if let Err(e) = f.record(data) {
+                    sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(crate::output::why(&e));
+                }
+            }
+            0
+        })?;
+        if self.opts.irq_stamps {
+            b.add(self.irq_stamps, move |data: &[u8]| {
+                let mut st = stamps.lock().unwrap_or_else(|e| e.into_inner());
+                if st.0.len() >= MAX_IRQ_STAMPS {
+                    st.1 += 1;
+                } else if let Some(x) = IrqStamp::parse(data) {
+                    st.0.push(x);
+                }
+                0
+            })?;
+        }
+        Ok(b.build()?)
+    }
+
     /// Starts the collectors, runs `workload` with the probes enabled (`enable(1)` once every
     /// collector is excluded, `enable(0)` after), stops and joins them.
     pub fn run<R>(self, enable: impl Fn(u32), workload: impl FnOnce() -> R) -> Result<(R, Collected)> {
@@ -76,9 +127,9 @@ impl Collectors<'_> {
         let stop = AtomicBool::new(false);
         let received = AtomicU64::new(0);
         // --events-out: the file and the first write error.
-        let sink: Mutex<Option<crate::events::BlockWriter<BufWriter<crate::output::TempFile>>>> = Mutex::new(None);
+        let sink: Sink = Mutex::new(None);
         let sink_err: Mutex<Option<String>> = Mutex::new(None);
-        let stamps: Mutex<(Vec<IrqStamp>, u64)> = Mutex::new((Vec::new(), 0));
+        let stamps: Stamps = Mutex::new((Vec::new(), 0));
         let mut out = Collected::default();
         let result = std::thread::scope(|s| -> Result<R> {
             let stop = &stop;
@@ -100,42 +151,7 @@ impl Collectors<'_> {
                 None
             };
             let poller = if opts.events {
-                if let Some(out) = &opts.events_out {
-                    // An exclusive temporary file until the trace ends (renamed then, or read
-                    // back by --perfetto): a failed write or a kill never leaves a partial file
-                    // under the user's name, nor writes through a link planted at it.
-                    let p = out.path();
-                    let tmp = crate::output::TempFile::create(p)?;
-                    let f =
-                        crate::events::BlockWriter::new(BufWriter::with_capacity(1 << 20, tmp), crate::loadgen::now_ns)
-                            .with_context(|| format!("writing {}", p.display()))?;
-                    *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
-                }
-                let (received, sink, sink_err, stamps) = (&received, &sink, &sink_err, &stamps);
-                let mut b = RingBufferBuilder::new();
-                b.add(self.events, move |data: &[u8]| {
-                    received.fetch_add(1, Ordering::Relaxed);
-                    if let Some(f) = sink.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                        // A full disk must not stop the trace: the first error and what reached
-                        // the disk are reported.
-                        if let Err(e) = f.record(data) {
-                            sink_err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(crate::output::why(&e));
-                        }
-                    }
-                    0
-                })?;
-                if opts.irq_stamps {
-                    b.add(self.irq_stamps, move |data: &[u8]| {
-                        let mut st = stamps.lock().unwrap_or_else(|e| e.into_inner());
-                        if st.0.len() >= MAX_IRQ_STAMPS {
-                            st.1 += 1;
-                        } else if let Some(x) = IrqStamp::parse(data) {
-                            st.0.push(x);
-                        }
-                        0
-                    })?;
-                }
-                let rb = b.build()?;
+                let rb = self.events_ring(&received, &sink, &sink_err, &stamps)?;
                 let (tx, rx) = std::sync::mpsc::channel();
                 let h = s.spawn(move || {
                     let _ = tx.send(my_tid());
@@ -204,46 +220,58 @@ impl Collectors<'_> {
         out.events_received = opts.events.then(|| received.load(Ordering::Relaxed));
         (out.irq_stamps, out.irq_stamps_dropped) = stamps.into_inner().unwrap_or_else(|e| e.into_inner());
         if let (Some(dest), Some(f)) = (&opts.events_out, sink.into_inner().unwrap_or_else(|e| e.into_inner())) {
-            let mut err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
-            let (w, flushed) = f.finish_keep();
-            if let Err(e) = flushed {
-                err.get_or_insert(crate::output::why(&e));
-            }
-            // BufWriter's flush ran in finish_keep: into_parts hands the file back either way.
-            let (tmp, _) = w.into_parts();
-            let on_disk = tmp.written;
-            match (err.is_none(), dest) {
-                (true, super::options::EventsOut::File(_)) => {
-                    if let Err(e) = tmp.persist() {
-                        err = Some(format!("{e:#}"));
-                    }
-                }
-                (true, super::options::EventsOut::Scratch(_)) => {
-                    let mut f = tmp.into_scratch();
-                    std::io::Seek::rewind(&mut f).context("reading back the events")?;
-                    out.events_scratch = Some(f);
-                }
-                // Dropped: the temporary file is removed.
-                (false, _) => drop(tmp),
-            }
-            let received = received.load(Ordering::Relaxed);
-            out.events_file_error = err.map(|e| {
-                let reached = crate::events::records_within(on_disk).min(received);
-                let what = match dest {
-                    super::options::EventsOut::File(p) => format!("--events-out {}: not written", p.display()),
-                    super::options::EventsOut::Scratch(p) => {
-                        format!("--perfetto {}: not written, its events could not be kept beside it", p.display())
-                    }
-                };
-                format!(
-                    "{what}: {e}; {reached} of the {received} records received ({:.1} MiB) had reached the disk when \
-                     it failed, and the partial file was removed",
-                    on_disk as f64 / f64::from(1 << 20),
-                )
-            });
+            let err = sink_err.into_inner().unwrap_or_else(|e| e.into_inner());
+            finish_events(dest, f, err, received.load(Ordering::Relaxed), &mut out)?;
         }
         Ok((result, out))
     }
+}
+
+/// The events file after the trace: renamed into place (`--events-out`), kept open for the
+/// Perfetto conversion (scratch), or removed with the error said (how much had reached the disk).
+fn finish_events(
+    dest: &EventsOut,
+    f: crate::events::BlockWriter<BufWriter<crate::output::TempFile>>,
+    mut err: Option<String>,
+    received: u64,
+    out: &mut Collected,
+) -> Result<()> {
+    let (w, flushed) = f.finish_keep();
+    if let Err(e) = flushed {
+        err.get_or_insert(crate::output::why(&e));
+    }
+    // BufWriter's flush ran in finish_keep: into_parts hands the file back either way.
+    let (tmp, _) = w.into_parts();
+    let on_disk = tmp.written;
+    match (err.is_none(), dest) {
+        (true, EventsOut::File(_)) => {
+            if let Err(e) = tmp.persist() {
+                err = Some(format!("{e:#}"));
+            }
+        }
+        (true, EventsOut::Scratch(_)) => {
+            let mut f = tmp.into_scratch();
+            std::io::Seek::rewind(&mut f).context("reading back the events")?;
+            out.events_scratch = Some(f);
+        }
+        // Dropped: the temporary file is removed.
+        (false, _) => drop(tmp),
+    }
+    out.events_file_error = err.map(|e| {
+        let reached = crate::events::records_within(on_disk).min(received);
+        let what = match dest {
+            EventsOut::File(p) => format!("--events-out {}: not written", p.display()),
+            EventsOut::Scratch(p) => {
+                format!("--perfetto {}: not written, its events could not be kept beside it", p.display())
+            }
+        };
+        format!(
+            "{what}: {e}; {reached} of the {received} records received ({:.1} MiB) had reached the disk when \
+             it failed, and the partial file was removed",
+            on_disk as f64 / f64::from(1 << 20),
+        )
+    });
+    Ok(())
 }
 
 /// The executable mappings of the traced processes, read every 100 ms until `stop`.
