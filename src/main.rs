@@ -715,14 +715,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         let c = &points[p.point];
         let label = c.label(&swept);
         let job = variant(&c.variant).job(&base, c);
-        let rep = if a.no_trace {
-            loadgen::run(&job).map(|o| {
-                let machine = report::Captured::for_run(&o);
-                report::Report::from_run(&job, o, machine)
-            })
-        } else {
-            iopath::trace::run(&job, &iopath::trace::TraceFlags::default()).map(|(r, _)| r)
-        };
+        let rep = sweep_run(&job, a.no_trace);
         let rep = match rep {
             Ok(r) => r,
             Err(e) => {
@@ -757,22 +750,7 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         }
     }
     if results.is_empty() {
-        // Nothing to show: leave nothing behind either.
-        if !existed {
-            let _ = std::fs::remove_dir_all(&dir);
-        } else {
-            let _ = std::fs::remove_dir(dir.join("runs"));
-        }
-        match failed.first() {
-            Some(f) => anyhow::bail!(
-                "no run of the sweep succeeded ({} of {} failed); the first, {}: {}",
-                failed.len(),
-                plan.len(),
-                f.coord.label(&swept),
-                f.error
-            ),
-            None => anyhow::bail!("the sweep was stopped before any run finished"),
-        }
+        return Err(nothing_swept(&dir, existed, &failed, plan.len(), &swept));
     }
     let s = sweep::summarize(&axes, a.repeat, base.seed, !a.no_trace, &base.percentiles, results, failed);
     write_file(&dir.join("sweep.json"), serde_json::to_vec_pretty(&s)?)?;
@@ -780,6 +758,51 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
     for (stem, svg) in report::html::sweep_charts(&s) {
         write_file(&dir.join(format!("{stem}.svg")), svg)?;
     }
+    let out = sweep_table(&s, &swept, plan.len(), &dir)?;
+    print(|w| w.write_all(&out))?;
+    // Stopped by a signal: what it kept is written, and the status says it is partial.
+    Ok(stopped_status("the sweep").unwrap_or(ExitCode::SUCCESS))
+}
+
+/// One run of a sweep's point: traced, or the generator alone (`--no-trace`).
+fn sweep_run(job: &iopath::job::Job, no_trace: bool) -> Result<report::Report> {
+    if no_trace {
+        loadgen::run(job).map(|o| {
+            let machine = report::Captured::for_run(&o);
+            report::Report::from_run(job, o, machine)
+        })
+    } else {
+        iopath::trace::run(job, &iopath::trace::TraceFlags::default()).map(|(r, _)| r)
+    }
+}
+
+/// A sweep none of whose runs finished: its folder removed (or emptied of what it made), and why.
+fn nothing_swept(
+    dir: &std::path::Path,
+    existed: bool,
+    failed: &[iopath::sweep::FailedRun],
+    runs: usize,
+    swept: &[&str],
+) -> anyhow::Error {
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
+        let _ = std::fs::remove_dir(dir.join("runs"));
+    }
+    match failed.first() {
+        Some(f) => anyhow::anyhow!(
+            "no run of the sweep succeeded ({} of {runs} failed); the first, {}: {}",
+            failed.len(),
+            f.coord.label(swept),
+            f.error
+        ),
+        None => anyhow::anyhow!("the sweep was stopped before any run finished"),
+    }
+}
+
+/// The sweep's table: each point's runs, IOPS (median, min..max), the asked percentiles and the
+/// I/Os in flight; the failed runs; where the files are.
+fn sweep_table(s: &iopath::sweep::SweepReport, swept: &[&str], runs: usize, dir: &std::path::Path) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let w = s.points.iter().map(|p| p.label.len()).max().unwrap_or(5).max(5) + 2;
     // One latency column per --percentiles entry (fio's percentile_list), each the median run's.
@@ -805,19 +828,17 @@ fn sweep_cmd(a: SweepArgs) -> Result<ExitCode> {
         )?;
     }
     if !s.failed.is_empty() {
-        let points: BTreeSet<String> = s.failed.iter().map(|f| f.coord.label(&swept)).collect();
+        let points: BTreeSet<String> = s.failed.iter().map(|f| f.coord.label(swept)).collect();
         writeln!(
             out,
             "WARNING {} of {} runs failed ({}): those points have fewer runs or none; why is in sweep.json 'failed'",
             s.failed.len(),
-            plan.len(),
+            runs,
             points.into_iter().collect::<Vec<_>>().join(", ")
         )?;
     }
     writeln!(out, "sweep.json and report.html in {}{}", dir.display(), if s.partial { " (partial)" } else { "" })?;
-    print(|w| w.write_all(&out))?;
-    // Stopped by a signal: what it kept is written, and the status says it is partial.
-    Ok(stopped_status("the sweep").unwrap_or(ExitCode::SUCCESS))
+    Ok(out)
 }
 
 /// The report on stdout (text, or JSON for --json -), and with --json FILE also there: printed
