@@ -249,49 +249,7 @@ impl prometheus_client::collector::Collector for View {
                 .chain(self.1.as_ref())
                 .flat_map(|x| x.series.iter().map(move |(k, s)| (labels(k, x.window), s)))
         };
-        {
-            let mut m = enc.encode_descriptor(
-                "iopath_io_latency",
-                "Time each closed I/O spent in each phase (submission: syscall to first bio queued; block: \
-                 queued to issued; device: issued to completed; completion: completed to reaped). Without \
-                 --phases (one hook at block_rq_complete) only block and device, from the request's stamps \
-                 where checked (iopath_stamps_trusted), by cgroup, disk, route (the bio's end_io) and op: no \
-                 process is measured there",
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?;
-            for (base, s) in all() {
-                for (p, phase) in PHASE_NAMES.iter().enumerate() {
-                    // prometheus-client takes each bucket's own count and sums them itself;
-                    // f64::MAX is its "+Inf".
-                    let slots = s.counts.phase(p);
-                    let (mut cum, mut given) = (0u64, 0u64);
-                    let mut buckets = Vec::new();
-                    for (i, &c) in slots.iter().enumerate() {
-                        cum += c;
-                        let hi = bucket_bounds(i).1;
-                        if s.shown[p * TOP_SLOTS + i] && hi != u64::MAX {
-                            buckets.push((hi as f64 / 1e9, cum - given));
-                            given = cum;
-                        }
-                    }
-                    buckets.push((f64::MAX, cum - given));
-                    if cum == 0 {
-                        // Never timed (the one-hook tier's submission and completion, sync and
-                        // aio submission without syscall hooks): no series, never a zero.
-                        continue;
-                    }
-                    let mut l = base.clone();
-                    l.push(("phase".into(), (*phase).into()));
-                    m.encode_family(&l)?.encode_histogram::<Labels>(
-                        s.counts.sum[p] as f64 / 1e9,
-                        cum,
-                        &buckets,
-                        None,
-                    )?;
-                }
-            }
-        }
+        self.encode_latency(&mut enc)?;
         counters(&mut enc, "iopath_ios", "Closed I/Os", None, all().map(|(l, s)| (l, s.counts.ios)))?;
         counters(
             &mut enc,
@@ -301,30 +259,7 @@ impl prometheus_client::collector::Collector for View {
             all().map(|(l, s)| (l, s.counts.bytes)),
         )?;
         if let Some(w) = &self.1 {
-            let mut m = enc.encode_descriptor(
-                "iopath_phases_windows",
-                "serve --phases-every: windows the full phase set was attached for (window=\"phases\" series)",
-                None,
-                MetricType::Counter,
-            )?;
-            m.encode_counter::<Labels, u64, f64>(&w.windows, None)?;
-            let mut m = enc.encode_descriptor(
-                "iopath_phases_duty",
-                "serve --phases-every: the share of the time the full phase set is attached",
-                None,
-                MetricType::Gauge,
-            )?;
-            m.encode_gauge(&w.duty)?;
-            if let Some(ns) = w.window_bpf_ns_per_io {
-                let mut m = enc.encode_descriptor(
-                    "iopath_phases_window_bpf_ns_per_io",
-                    "serve --phases-every: BPF ns per I/O of the full set in its last window with I/O \
-                     (averaged over the time: times iopath_phases_duty)",
-                    None,
-                    MetricType::Gauge,
-                )?;
-                m.encode_gauge(&ns)?;
-            }
+            encode_windows(&mut enc, w)?;
         }
         counters(
             &mut enc,
@@ -376,45 +311,7 @@ impl prometheus_client::collector::Collector for View {
                 m.encode_family(&l)?.encode_counter::<Labels, f64, f64>(&(*ns as f64 / 1e9), None)?;
             }
         }
-        {
-            use crate::probe::stamps::{Stamp, Verdict};
-            let each =
-                |t: &crate::probe::stamps::Trust| [(Stamp::Issue, t.issue.clone()), (Stamp::Queue, t.queue.clone())];
-            let mut m = enc.encode_descriptor(
-                "iopath_stamps_trusted",
-                "One-hook tier: 1 where the request's stamp (io_start_time_ns: device phase, start_time_ns: block \
-                 phase) was within max(1 us, 2%) of its hook on 99% of the requests checked, 0 where the hook times \
-                 that phase instead; a disk not checked yet has no series",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (disk, t) in &e.stamps {
-                for (s, v) in each(t) {
-                    if matches!(v, Verdict::Unchecked) {
-                        continue;
-                    }
-                    let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
-                    m.encode_family(&l)?.encode_gauge(&(v.trusted() as i64))?;
-                }
-            }
-            let mut m = enc.encode_descriptor(
-                "iopath_stamps_error_p99",
-                "One-hook tier: the 99th percentile of |stamp - hooked time| on the requests of the last check \
-                 (a power of two's upper bound)",
-                Some(&Unit::Seconds),
-                MetricType::Gauge,
-            )?;
-            for (disk, t) in &e.stamps {
-                for (s, v) in each(t) {
-                    let ns = match v {
-                        Verdict::Trusted { err_p99_ns, .. } | Verdict::Hooked { err_p99_ns, .. } => err_p99_ns,
-                        Verdict::Unchecked => continue,
-                    };
-                    let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
-                    m.encode_family(&l)?.encode_gauge(&(ns as f64 / 1e9))?;
-                }
-            }
-        }
+        encode_stamps(&mut enc, e)?;
         {
             let mut m = enc.encode_descriptor(
                 "iopath_cgroups_folded",
@@ -424,24 +321,147 @@ impl prometheus_client::collector::Collector for View {
             )?;
             m.encode_gauge(&(e.folded.len() as i64))?;
         }
-        {
-            let mut m = enc.encode_descriptor(
-                "iopath_probe",
-                "The probe set: every hook, attached or not, and how",
-                None,
-                MetricType::Info,
-            )?;
-            for (name, attached, via) in &e.hooks {
-                let l: Labels = vec![
-                    ("hook".into(), name.clone().into()),
-                    ("attached".into(), attached.to_string().into()),
-                    ("via".into(), if via.is_empty() { "-".into() } else { via.clone().into() }),
-                ];
-                m.encode_info(&l)?;
+        encode_probe_info(&mut enc, e)?;
+        Ok(())
+    }
+}
+
+impl View {
+    /// Each phase's latency histogram, by the series' labels; a phase never timed has no series.
+    fn encode_latency(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &self.0;
+        let all = || {
+            std::iter::once(e)
+                .chain(self.1.as_ref())
+                .flat_map(|x| x.series.iter().map(move |(k, s)| (labels(k, x.window), s)))
+        };
+        let mut m = enc.encode_descriptor(
+            "iopath_io_latency",
+            "Time each closed I/O spent in each phase (submission: syscall to first bio queued; block: \
+                 queued to issued; device: issued to completed; completion: completed to reaped). Without \
+                 --phases (one hook at block_rq_complete) only block and device, from the request's stamps \
+                 where checked (iopath_stamps_trusted), by cgroup, disk, route (the bio's end_io) and op: no \
+                 process is measured there",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (base, s) in all() {
+            for (p, phase) in PHASE_NAMES.iter().enumerate() {
+                // prometheus-client takes each bucket's own count and sums them itself;
+                // f64::MAX is its "+Inf".
+                let slots = s.counts.phase(p);
+                let (mut cum, mut given) = (0u64, 0u64);
+                let mut buckets = Vec::new();
+                for (i, &c) in slots.iter().enumerate() {
+                    cum += c;
+                    let hi = bucket_bounds(i).1;
+                    if s.shown[p * TOP_SLOTS + i] && hi != u64::MAX {
+                        buckets.push((hi as f64 / 1e9, cum - given));
+                        given = cum;
+                    }
+                }
+                buckets.push((f64::MAX, cum - given));
+                if cum == 0 {
+                    // Never timed (the one-hook tier's submission and completion, sync and
+                    // aio submission without syscall hooks): no series, never a zero.
+                    continue;
+                }
+                let mut l = base.clone();
+                l.push(("phase".into(), (*phase).into()));
+                m.encode_family(&l)?.encode_histogram::<Labels>(s.counts.sum[p] as f64 / 1e9, cum, &buckets, None)?;
             }
         }
         Ok(())
     }
+}
+
+/// serve --phases-every's windows: how many, the duty, the full set's BPF cost in its last window.
+fn encode_windows(enc: &mut DescriptorEncoder, w: &Exporter) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "iopath_phases_windows",
+        "serve --phases-every: windows the full phase set was attached for (window=\"phases\" series)",
+        None,
+        MetricType::Counter,
+    )?;
+    m.encode_counter::<Labels, u64, f64>(&w.windows, None)?;
+    let mut m = enc.encode_descriptor(
+        "iopath_phases_duty",
+        "serve --phases-every: the share of the time the full phase set is attached",
+        None,
+        MetricType::Gauge,
+    )?;
+    m.encode_gauge(&w.duty)?;
+    if let Some(ns) = w.window_bpf_ns_per_io {
+        let mut m = enc.encode_descriptor(
+            "iopath_phases_window_bpf_ns_per_io",
+            "serve --phases-every: BPF ns per I/O of the full set in its last window with I/O \
+                 (averaged over the time: times iopath_phases_duty)",
+            None,
+            MetricType::Gauge,
+        )?;
+        m.encode_gauge(&ns)?;
+    }
+    Ok(())
+}
+
+/// The one-hook tier's stamps: trusted or not per disk, and the last check's p99 error.
+fn encode_stamps(enc: &mut DescriptorEncoder, e: &Exporter) -> Result<(), std::fmt::Error> {
+    use crate::probe::stamps::{Stamp, Verdict};
+    let each = |t: &crate::probe::stamps::Trust| [(Stamp::Issue, t.issue.clone()), (Stamp::Queue, t.queue.clone())];
+    let mut m = enc.encode_descriptor(
+        "iopath_stamps_trusted",
+        "One-hook tier: 1 where the request's stamp (io_start_time_ns: device phase, start_time_ns: block \
+             phase) was within max(1 us, 2%) of its hook on 99% of the requests checked, 0 where the hook times \
+             that phase instead; a disk not checked yet has no series",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (disk, t) in &e.stamps {
+        for (s, v) in each(t) {
+            if matches!(v, Verdict::Unchecked) {
+                continue;
+            }
+            let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
+            m.encode_family(&l)?.encode_gauge(&(v.trusted() as i64))?;
+        }
+    }
+    let mut m = enc.encode_descriptor(
+        "iopath_stamps_error_p99",
+        "One-hook tier: the 99th percentile of |stamp - hooked time| on the requests of the last check \
+             (a power of two's upper bound)",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+    )?;
+    for (disk, t) in &e.stamps {
+        for (s, v) in each(t) {
+            let ns = match v {
+                Verdict::Trusted { err_p99_ns, .. } | Verdict::Hooked { err_p99_ns, .. } => err_p99_ns,
+                Verdict::Unchecked => continue,
+            };
+            let l: Labels = vec![("disk".into(), disk.clone().into()), ("stamp".into(), s.field().into())];
+            m.encode_family(&l)?.encode_gauge(&(ns as f64 / 1e9))?;
+        }
+    }
+    Ok(())
+}
+
+/// The probe set, every hook attached or not.
+fn encode_probe_info(enc: &mut DescriptorEncoder, e: &Exporter) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "iopath_probe",
+        "The probe set: every hook, attached or not, and how",
+        None,
+        MetricType::Info,
+    )?;
+    for (name, attached, via) in &e.hooks {
+        let l: Labels = vec![
+            ("hook".into(), name.clone().into()),
+            ("attached".into(), attached.to_string().into()),
+            ("via".into(), if via.is_empty() { "-".into() } else { via.clone().into() }),
+        ];
+        m.encode_info(&l)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
