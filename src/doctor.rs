@@ -212,26 +212,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         facts.unseen.push("tracepoints: tracefs could not be read".into());
     }
     let planned = plan::plan(&facts, &PlanOptions { force_compat: force_compat(), ..Default::default() });
-    let tracepoints: Vec<TracepointStatus> = if tfs.is_some() {
-        planned
-            .hooks
-            .iter()
-            .filter(|h| hooks::is_tracepoint(h.name))
-            // A tracepoint two hooks serve (the trace's and top's) is listed once: the trace's.
-            .filter({
-                let mut seen = std::collections::HashSet::new();
-                move |h| seen.insert(h.name)
-            })
-            .map(|h| TracepointStatus {
-                name: h.name.to_owned(),
-                present: h.present,
-                used_for: h.used_for,
-                required: h.feature == Feature::BlockCore,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let tracepoints = if tfs.is_some() { tracepoint_statuses(&planned) } else { Vec::new() };
     for t in tracepoints.iter().filter(|t| t.required && !t.present) {
         problems.push(format!(
             "tracepoint {} is missing: the kernel lacks block-layer tracing (CONFIG_BLK_DEV_IO_TRACE / tracepoints)",
@@ -239,21 +220,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         ));
     }
     let attach = if btf { trials::attach_kinds(privileged) } else { Vec::new() };
-    let ok = |k: AttachKind| attach.iter().any(|a| a.kind == k && a.ok);
-    if privileged && btf && !ok(AttachKind::TpBtf) && !ok(AttachKind::RawTp) && !ok(AttachKind::Tracepoint) {
-        problems.push("no tracepoint program could be loaded and attached (see the attach lines): check lockdown (/sys/kernel/security/lockdown) and dmesg".into());
-    }
-    if !ok(AttachKind::TpBtf) && ok(AttachKind::Tracepoint) {
-        notes.push("tp_btf is unavailable: completion-side probes fall back to raw_tp or classic tracepoints, which can miss events under recursion (counted as recursion_misses)".into());
-    }
-    for k in [AttachKind::Fentry, AttachKind::Kprobe] {
-        if privileged && !ok(k) {
-            notes.push(format!(
-                "{} programs cannot attach here: optional extras are skipped; tracepoints carry the phases",
-                k.name()
-            ));
-        }
-    }
+    attach_findings(&attach, privileged, btf, &mut problems, &mut notes);
     if !tracepoints.iter().any(|t| t.name.starts_with("nvme:") && t.present) {
         notes.push(
             "no nvme tracepoints (no NVMe driver loaded): the device phase is not split into driver and device".into(),
@@ -328,6 +295,52 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     }
 }
 
+/// The plan's tracepoint hooks, each listed once (the trace's where top's shares it).
+fn tracepoint_statuses(planned: &plan::Plan) -> Vec<TracepointStatus> {
+    planned
+        .hooks
+        .iter()
+        .filter(|h| hooks::is_tracepoint(h.name))
+        // A tracepoint two hooks serve (the trace's and top's) is listed once: the trace's.
+        .filter({
+            let mut seen = std::collections::HashSet::new();
+            move |h| seen.insert(h.name)
+        })
+        .map(|h| TracepointStatus {
+            name: h.name.to_owned(),
+            present: h.present,
+            used_for: h.used_for,
+            required: h.feature == Feature::BlockCore,
+        })
+        .collect()
+}
+
+/// What the attach kinds tried say: no tracepoint program at all is a problem; no tp_btf, fentry or
+/// kprobe a note.
+fn attach_findings(
+    attach: &[AttachResult],
+    privileged: bool,
+    btf: bool,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    let ok = |k: AttachKind| attach.iter().any(|a| a.kind == k && a.ok);
+    if privileged && btf && !ok(AttachKind::TpBtf) && !ok(AttachKind::RawTp) && !ok(AttachKind::Tracepoint) {
+        problems.push("no tracepoint program could be loaded and attached (see the attach lines): check lockdown (/sys/kernel/security/lockdown) and dmesg".into());
+    }
+    if !ok(AttachKind::TpBtf) && ok(AttachKind::Tracepoint) {
+        notes.push("tp_btf is unavailable: completion-side probes fall back to raw_tp or classic tracepoints, which can miss events under recursion (counted as recursion_misses)".into());
+    }
+    for k in [AttachKind::Fentry, AttachKind::Kprobe] {
+        if privileged && !ok(k) {
+            notes.push(format!(
+                "{} programs cannot attach here: optional extras are skipped; tracepoints carry the phases",
+                k.name()
+            ));
+        }
+    }
+}
+
 /// How each hook is attached on this kernel, from the plan the dry run carried out.
 fn trace_plan(plan: &plan::Plan) -> Vec<(String, String)> {
     plan.hooks
@@ -353,6 +366,14 @@ fn yes(b: bool) -> &'static str {
 }
 
 pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
+    render_access(d, w)?;
+    render_plan(d, w)?;
+    render_devices(d, w)?;
+    render_verdict(d, w)
+}
+
+/// The kernel, privileges, BTF, tracefs, the BPF build, the attach kinds tried.
+fn render_access(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "iopath doctor — kernel {}", d.kernel)?;
     writeln!(
         w,
@@ -381,6 +402,12 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             Some(e) => writeln!(w, "    {:<11} FAILED  {e}", a.kind.name())?,
         }
     }
+    Ok(())
+}
+
+/// What the plan does here: each tracepoint and how it attaches, the features, the one-hook tier,
+/// always-on, the routes followed.
+fn render_plan(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\n  tracepoints (and how 'iopath trace' attaches each here):")?;
     if d.tracepoints.is_empty() && d.tracefs.is_none() {
         writeln!(w, "    not listed: tracefs could not be read (above)")?;
@@ -443,6 +470,11 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
             writeln!(w, "    NOT followed  {:<46} {}", r.name, r.missing.join("; "))?;
         }
     }
+    Ok(())
+}
+
+/// The block devices, their stamps (expected, and measured with --stamps), the IOMMU.
+fn render_devices(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\n  block devices:")?;
     writeln!(
         w,
@@ -500,6 +532,11 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
         Some(src) => writeln!(w, "    config    {src}: {}", d.iommu.config.join(" "))?,
         None => writeln!(w, "    config    not found (/proc/config.gz, /boot/config-{})", d.kernel)?,
     }
+    Ok(())
+}
+
+/// The notes and whether tracing works here.
+fn render_verdict(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
     if !d.notes.is_empty() {
         writeln!(w, "\n  notes:")?;
         for n in &d.notes {
