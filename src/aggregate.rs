@@ -790,32 +790,7 @@ fn beyond_trace(p: &mut Phases, span_ns: u64) -> Vec<String> {
 /// `ios`: I/Os the application completed in the traced interval (the generator's count).
 pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
     let per = |n: u64| PerIo { total: n, per_io: if ios == 0 { 0.0 } else { n as f64 / ios as f64 } };
-    let opt = |p: Phase| {
-        let h = raw.phase(p);
-        (h.count > 0).then(|| stats(&h))
-    };
-    let mut phases = Phases {
-        submission: stats(&raw.phase(Phase::Submission)),
-        block: stats(&raw.phase(Phase::Block)),
-        device: stats(&raw.phase(Phase::Device)),
-        completion: stats(&raw.phase(Phase::Completion)),
-        completion_posted: opt(Phase::Posted),
-        completion_reap: stats(&raw.phase(Phase::Reap)),
-        total: stats(&raw.phase(Phase::Total)),
-        nvme_driver: opt(Phase::Driver),
-        nvme_device: opt(Phase::Nvme),
-        nvme_submit: opt(Phase::NvmeSubmit),
-        nvme_end: opt(Phase::NvmeEnd),
-        sqpoll_pickup: opt(Phase::Pickup),
-        iowq: opt(Phase::Iowq),
-        throttled: opt(Phase::Throttled),
-        stacked_down: opt(Phase::StackDown),
-        stacked_up: opt(Phase::StackUp),
-        app_before_submit: opt(Phase::AppSubmit),
-        tracer_reap: opt(Phase::TracerReap),
-        cq_ring_bound: opt(Phase::Ring),
-        sq_ring_bound: opt(Phase::SqRing),
-    };
+    let mut phases = phases_of(raw);
     // Recorded for the I/Os a syscall reaped (not those SQPOLL's application takes from the CQ
     // ring): its share of the mean over every I/O followed.
     let uring_cached = uring_cached(raw);
@@ -858,31 +833,7 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         ((phase_sum_mean_ns as u128 * direct as u128 + pc_weighted) / (direct + pc_n) as u128) as u64
     };
     let followed = direct + pc_n;
-    let mut lost = Lost {
-        untagged_bios: raw.counter(Counter::BiosUntagged),
-        // Left over at the end, or reclaimed during the run when the address came back.
-        missing_completions: raw.stuck_inflight + raw.counter(Counter::ExpiredInflight),
-        never_reaped: raw.stuck_done + raw.counter(Counter::ExpiredDone),
-        reaped_unmatched: raw.counter(Counter::ReapUnmatched),
-        user_unreadable: raw.counter(Counter::UserUnreadable),
-        dropped: raw.counter(Counter::InflightFull)
-            + raw.counter(Counter::DoneFull)
-            + raw.counter(Counter::ReapOverflow),
-        recursion_misses: raw.probes.iter().map(|p| p.recursion_misses).sum(),
-        ring_drops: raw.counter(Counter::RbDrops),
-        disordered: raw.counter(Counter::Disordered),
-        disordered_spans: raw.counter(Counter::DisorderedSpans),
-        total: 0,
-    };
-    lost.total = lost.untagged_bios
-        + lost.missing_completions
-        + lost.never_reaped
-        + lost.reaped_unmatched
-        + lost.user_unreadable
-        + lost.dropped
-        + lost.recursion_misses
-        + lost.ring_drops
-        + lost.disordered;
+    let lost = lost_of(raw);
     let per_io = |n: u64| if ios == 0 { 0.0 } else { n as f64 / ios as f64 };
     let mut syscalls: Vec<Syscall> = raw
         .syscalls
@@ -930,6 +881,66 @@ pub fn summarize(raw: &RawTrace, ios: u64) -> TraceSummary {
         uring_cached,
         reconciliation: None,
     }
+}
+
+/// Each phase's statistics; a sub-phase never recorded is absent (unknown), not zero.
+fn phases_of(raw: &RawTrace) -> Phases {
+    let opt = |p: Phase| {
+        let h = raw.phase(p);
+        (h.count > 0).then(|| stats(&h))
+    };
+    Phases {
+        submission: stats(&raw.phase(Phase::Submission)),
+        block: stats(&raw.phase(Phase::Block)),
+        device: stats(&raw.phase(Phase::Device)),
+        completion: stats(&raw.phase(Phase::Completion)),
+        completion_posted: opt(Phase::Posted),
+        completion_reap: stats(&raw.phase(Phase::Reap)),
+        total: stats(&raw.phase(Phase::Total)),
+        nvme_driver: opt(Phase::Driver),
+        nvme_device: opt(Phase::Nvme),
+        nvme_submit: opt(Phase::NvmeSubmit),
+        nvme_end: opt(Phase::NvmeEnd),
+        sqpoll_pickup: opt(Phase::Pickup),
+        iowq: opt(Phase::Iowq),
+        throttled: opt(Phase::Throttled),
+        stacked_down: opt(Phase::StackDown),
+        stacked_up: opt(Phase::StackUp),
+        app_before_submit: opt(Phase::AppSubmit),
+        tracer_reap: opt(Phase::TracerReap),
+        cq_ring_bound: opt(Phase::Ring),
+        sq_ring_bound: opt(Phase::SqRing),
+    }
+}
+
+/// What the trace lost or could not place, by reason, and their total.
+fn lost_of(raw: &RawTrace) -> Lost {
+    let mut lost = Lost {
+        untagged_bios: raw.counter(Counter::BiosUntagged),
+        // Left over at the end, or reclaimed during the run when the address came back.
+        missing_completions: raw.stuck_inflight + raw.counter(Counter::ExpiredInflight),
+        never_reaped: raw.stuck_done + raw.counter(Counter::ExpiredDone),
+        reaped_unmatched: raw.counter(Counter::ReapUnmatched),
+        user_unreadable: raw.counter(Counter::UserUnreadable),
+        dropped: raw.counter(Counter::InflightFull)
+            + raw.counter(Counter::DoneFull)
+            + raw.counter(Counter::ReapOverflow),
+        recursion_misses: raw.probes.iter().map(|p| p.recursion_misses).sum(),
+        ring_drops: raw.counter(Counter::RbDrops),
+        disordered: raw.counter(Counter::Disordered),
+        disordered_spans: raw.counter(Counter::DisorderedSpans),
+        total: 0,
+    };
+    lost.total = lost.untagged_bios
+        + lost.missing_completions
+        + lost.never_reaped
+        + lost.reaped_unmatched
+        + lost.user_unreadable
+        + lost.dropped
+        + lost.recursion_misses
+        + lost.ring_drops
+        + lost.disordered;
+    lost
 }
 
 fn uring_rings(raw: &RawTrace) -> Option<UringRings> {
