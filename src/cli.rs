@@ -626,6 +626,36 @@ impl JobArgs {
 }
 
 impl TraceArgs {
+    /// How to trace, from these flags: the one conversion (what to trace is the job's or the
+    /// process's).
+    pub fn trace_flags(&self) -> crate::trace::TraceFlags {
+        let sampling = self.flamegraph || self.offcpu;
+        crate::trace::TraceFlags {
+            force_raw_tp: self.raw_tp,
+            prog_stats: self.prog_stats,
+            events: self.events,
+            events_out: self.events_out.clone(),
+            stacks: sampling.then_some(crate::probe::sampler::StackOpts {
+                oncpu: self.flamegraph,
+                offcpu: self.offcpu,
+                all_cpus: self.all_cpus,
+                freq_hz: self.freq,
+            }),
+            doorbell: self.doorbell,
+            skip_hooks: self.skip_hooks.clone(),
+            empty_probes: self.empty_probes,
+            issue_hook: self.issue_hook,
+            hooks: match (self.lean, self.full) {
+                (true, _) => crate::trace::HookSet::Lean,
+                (false, true) => crate::trace::HookSet::Full,
+                (false, false) => crate::trace::HookSet::Auto,
+            },
+            pagecache: self.pagecache,
+            interval: self.job.common.interval,
+            perfetto: self.perfetto.clone(),
+        }
+    }
+
     /// How long to trace another process (--pid, -- CMD): --duration, or --runtime as its
     /// synonym there. The generator's flags are refused: they cannot apply to another process.
     pub fn external_duration(&self) -> Result<Option<Duration>> {

@@ -215,30 +215,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     }
     check_and_say(a.json.as_deref(), a.out.as_deref())?;
     check_log_prefix(a.job.common.log_prefix.as_deref())?;
-    let flags = iopath::trace::TraceFlags {
-        force_raw_tp: a.raw_tp,
-        prog_stats: a.prog_stats,
-        events: a.events,
-        events_out: a.events_out.clone(),
-        stacks: sampling.then_some(iopath::probe::sampler::StackOpts {
-            oncpu: a.flamegraph,
-            offcpu: a.offcpu,
-            all_cpus: a.all_cpus,
-            freq_hz: a.freq,
-        }),
-        doorbell: a.doorbell,
-        skip_hooks: a.skip_hooks.clone(),
-        empty_probes: a.empty_probes,
-        issue_hook: a.issue_hook,
-        hooks: match (a.lean, a.full) {
-            (true, _) => iopath::trace::HookSet::Lean,
-            (false, true) => iopath::trace::HookSet::Full,
-            (false, false) => iopath::trace::HookSet::Auto,
-        },
-        pagecache: a.pagecache,
-        interval: a.job.common.interval,
-        perfetto: a.perfetto.clone(),
-    };
+    let flags = a.trace_flags();
     if external.is_some() {
         iopath::job::check_interval(a.job.common.interval)?;
     }
@@ -287,22 +264,7 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
     emit(&rep, a.json.as_deref())?;
     write_fio_logs(&rep, a.job.common.log_prefix.as_deref())?;
     if let Some(dir) = &out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        write_file(&dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
-        write_file(&dir.join("raw.json"), serde_json::to_vec(&raw)?)?;
-        let mut txt = Vec::new();
-        report::text::render_text(&rep, &mut txt)?;
-        write_file(&dir.join("report.txt"), txt)?;
-        let graphs = rep.flamegraphs.as_ref();
-        let flames: Vec<(&str, String)> = [
-            ("On-CPU flamegraph", graphs.and_then(|f| f.oncpu.as_ref())),
-            ("Off-CPU flamegraph (time blocked)", graphs.and_then(|f| f.offcpu.as_ref())),
-        ]
-        .into_iter()
-        .filter_map(|(t, g)| Some((t, std::fs::read_to_string(&g?.svg).ok()?)))
-        .collect();
-        let html = report::html::trace_page(&rep, &raw, &flames);
-        write_file(&dir.join("report.html"), html)?;
+        write_trace_folder(dir, &rep, &raw)?;
     }
     if let Some(e) = flame_err {
         return Err(e.context("the report is written, its flamegraphs are not"));
@@ -318,6 +280,28 @@ fn trace_cmd(a: TraceArgs, verbose: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     ending(&rep, generator)
+}
+
+/// A trace's folder (--out, or a flamegraph run's): report.json, raw.json, report.txt and
+/// report.html with the flamegraphs inline.
+fn write_trace_folder(dir: &std::path::Path, rep: &report::Report, raw: &iopath::model::RawTrace) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_file(&dir.join("report.json"), serde_json::to_vec_pretty(rep)?)?;
+    write_file(&dir.join("raw.json"), serde_json::to_vec(raw)?)?;
+    let mut txt = Vec::new();
+    report::text::render_text(rep, &mut txt)?;
+    write_file(&dir.join("report.txt"), txt)?;
+    let graphs = rep.flamegraphs.as_ref();
+    let flames: Vec<(&str, String)> = [
+        ("On-CPU flamegraph", graphs.and_then(|f| f.oncpu.as_ref())),
+        ("Off-CPU flamegraph (time blocked)", graphs.and_then(|f| f.offcpu.as_ref())),
+    ]
+    .into_iter()
+    .filter_map(|(t, g)| Some((t, std::fs::read_to_string(&g?.svg).ok()?)))
+    .collect();
+    let html = report::html::trace_page(rep, raw, &flames);
+    write_file(&dir.join("report.html"), html)?;
+    Ok(())
 }
 
 fn flamegraph_cmd(a: FlamegraphArgs, verbose: bool) -> Result<ExitCode> {
