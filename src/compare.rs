@@ -141,56 +141,7 @@ pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Resul
         per_io.insert("run_delay_us".to_owned(), d.per_io_ns / 1000.0);
     }
     if let Some(t) = t {
-        for (key, x) in [
-            ("irq", Some(t.irq.per_io)),
-            ("softirq_block", t.softirq_block.as_ref().map(|v| v.per_io)),
-            ("iommu_map", Some(t.iommu_map.per_io)),
-            ("iommu_unmap", Some(t.iommu_unmap.per_io)),
-            ("dma_map", Some(t.dma_map.per_io)),
-            ("dma_unmap", Some(t.dma_unmap.per_io)),
-            ("preempted_us", t.preempted_ns.as_ref().map(|v| v.per_io / 1000.0)),
-            ("runq_wait_us", t.runq_wait_ns.as_ref().map(|v| v.per_io / 1000.0)),
-        ] {
-            // --lean hooks no softirq or scheduler event: unknown, so left out (never a zero).
-            let Some(x) = x else { continue };
-            per_io.insert(key.to_owned(), x);
-        }
-        // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.
-        for sc in t.syscalls.iter().filter(|sc| sc.per_io >= 0.01) {
-            per_io.insert(format!("syscall {}", sc.name), sc.per_io);
-        }
-        // Route shares: of the followed I/Os, how many took each route (throttled, io-wq ...).
-        for rt in &t.routes {
-            per_io.insert(format!("share {}", rt.key), rt.share);
-        }
-        // The page cache: how often buffered reads found their data, what they waited for, and
-        // how long writes were held by dirty throttling (per call, of the calls made).
-        if let Some(pc) = &t.page_cache {
-            if let Some(rd) = &pc.reads {
-                per_io.insert("pc read_hit_ratio".to_owned(), pc.read_hit_ratio);
-                per_io.insert("pc read_waited_us".to_owned(), rd.waited.mean_ns as f64 / 1000.0);
-                if let Some(q) = pc.requests_per_read {
-                    per_io.insert("pc requests_per_read".to_owned(), q);
-                }
-            }
-            if let Some(th) = pc.writes.as_ref().and_then(|w| w.waits.as_ref()) {
-                per_io.insert("pc write_throttled_us".to_owned(), th.throttled.mean_ns as f64 / 1000.0);
-            }
-        }
-        // io_uring reads of buffered files: served inside the submitting call is a hit, and the
-        // kernel's time of the others (waiting for their page) spread over every request is the
-        // wait per read. Reads only: ext4 punts buffered writes to io-wq, which is no miss.
-        let uring_reads = t.routes.iter().any(|rt| rt.key == "uring_cached" && rt.writes == 0);
-        if let Some(u) = t.uring_cached.as_ref().filter(|_| uring_reads && t.page_cache.is_none()) {
-            let waited = u.not_inline.as_ref().map_or(0.0, |n| n.mean_ns as f64 * n.count as f64);
-            per_io.insert("pc read_hit_ratio".to_owned(), u.inline_ratio);
-            per_io.insert("pc read_waited_us".to_owned(), waited / u.total.count.max(1) as f64 / 1000.0);
-            per_io.insert("pc bios_per_read".to_owned(), u.bios as f64 / u.total.count.max(1) as f64);
-        }
-        per_io.insert(
-            "ctx_involuntary".to_owned(),
-            if r.ios > 0 { t.ctx_involuntary as f64 / r.ios as f64 } else { 0.0 },
-        );
+        trace_counts(r, t, &mut per_io);
     }
     let mut config = BTreeMap::new();
     flatten("", &serde_json::to_value(&r.config)?, &mut config);
@@ -230,6 +181,58 @@ pub fn side_from_report(r: &Report, source: &str, folded: Option<&str>) -> Resul
             }
         }),
     })
+}
+
+/// The trace's counts per I/O a comparison weighs: interrupts, softirqs, IOMMU and DMA maps,
+/// scheduler waits, system calls, route shares, the page cache's hits and waits.
+fn trace_counts(r: &Report, t: &crate::aggregate::TraceSummary, per_io: &mut BTreeMap<String, f64>) {
+    for (key, x) in [
+        ("irq", Some(t.irq.per_io)),
+        ("softirq_block", t.softirq_block.as_ref().map(|v| v.per_io)),
+        ("iommu_map", Some(t.iommu_map.per_io)),
+        ("iommu_unmap", Some(t.iommu_unmap.per_io)),
+        ("dma_map", Some(t.dma_map.per_io)),
+        ("dma_unmap", Some(t.dma_unmap.per_io)),
+        ("preempted_us", t.preempted_ns.as_ref().map(|v| v.per_io / 1000.0)),
+        ("runq_wait_us", t.runq_wait_ns.as_ref().map(|v| v.per_io / 1000.0)),
+    ] {
+        // --lean hooks no softirq or scheduler event: unknown, so left out (never a zero).
+        let Some(x) = x else { continue };
+        per_io.insert(key.to_owned(), x);
+    }
+    // System calls per I/O by name (the seeds' `strace -c`), those run at least once in 100 I/Os.
+    for sc in t.syscalls.iter().filter(|sc| sc.per_io >= 0.01) {
+        per_io.insert(format!("syscall {}", sc.name), sc.per_io);
+    }
+    // Route shares: of the followed I/Os, how many took each route (throttled, io-wq ...).
+    for rt in &t.routes {
+        per_io.insert(format!("share {}", rt.key), rt.share);
+    }
+    // The page cache: how often buffered reads found their data, what they waited for, and
+    // how long writes were held by dirty throttling (per call, of the calls made).
+    if let Some(pc) = &t.page_cache {
+        if let Some(rd) = &pc.reads {
+            per_io.insert("pc read_hit_ratio".to_owned(), pc.read_hit_ratio);
+            per_io.insert("pc read_waited_us".to_owned(), rd.waited.mean_ns as f64 / 1000.0);
+            if let Some(q) = pc.requests_per_read {
+                per_io.insert("pc requests_per_read".to_owned(), q);
+            }
+        }
+        if let Some(th) = pc.writes.as_ref().and_then(|w| w.waits.as_ref()) {
+            per_io.insert("pc write_throttled_us".to_owned(), th.throttled.mean_ns as f64 / 1000.0);
+        }
+    }
+    // io_uring reads of buffered files: served inside the submitting call is a hit, and the
+    // kernel's time of the others (waiting for their page) spread over every request is the
+    // wait per read. Reads only: ext4 punts buffered writes to io-wq, which is no miss.
+    let uring_reads = t.routes.iter().any(|rt| rt.key == "uring_cached" && rt.writes == 0);
+    if let Some(u) = t.uring_cached.as_ref().filter(|_| uring_reads && t.page_cache.is_none()) {
+        let waited = u.not_inline.as_ref().map_or(0.0, |n| n.mean_ns as f64 * n.count as f64);
+        per_io.insert("pc read_hit_ratio".to_owned(), u.inline_ratio);
+        per_io.insert("pc read_waited_us".to_owned(), waited / u.total.count.max(1) as f64 / 1000.0);
+        per_io.insert("pc bios_per_read".to_owned(), u.bios as f64 / u.total.count.max(1) as f64);
+    }
+    per_io.insert("ctx_involuntary".to_owned(), if r.ios > 0 { t.ctx_involuntary as f64 / r.ios as f64 } else { 0.0 });
 }
 
 /// fio --output-format=json: the first job's reads (or writes), latency only.
