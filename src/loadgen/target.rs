@@ -165,47 +165,8 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
     // (a write job had overwritten a user's file, a loop device's backing file among them, and
     // a read job on a 21-byte file had grown it to 64 KiB and changed its last bytes).
     let own = meta.is_some() && !link.as_ref().is_some_and(|l| l.file_type().is_symlink()) && made_by_iopath(path);
-    let grows = meta.is_some() && existing < size;
     if let Some(m) = &meta {
-        if job.rw.writes() || grows {
-            if let Some(dev) = loop_backed_by(m) {
-                bail!(
-                    "refusing to write to {}: it is the backing file of /dev/{dev}, and writing it writes under that \
-                     device (a file system on it included); detach it (losetup -d /dev/{dev}) or use another file",
-                    path.display()
-                );
-            }
-        }
-        if !own && !job.allow_write {
-            if job.rw.writes() {
-                bail!(
-                    "refusing to write to {}: it exists and iopath did not create it (a --rw {} job would overwrite \
-                     it). Give a new file name (iopath creates and lays it out), or add --allow-write if its data is \
-                     yours to lose",
-                    path.display(),
-                    job.rw
-                );
-            }
-            if grows && existing < job.bs as u64 {
-                bail!(
-                    "{} holds {existing} bytes, less than one --bs {} block, and iopath never grows or changes a file \
-                     it did not create: give a new file name (iopath creates and lays it out), or --allow-write to \
-                     grow this one",
-                    path.display(),
-                    fmt_bytes(job.bs as u64)
-                );
-            }
-            if grows {
-                bail!(
-                    "{} holds {} and the job needs {} (--size): iopath never grows or changes a file it did not \
-                     create. Give --size {} or less to read within it, a new file name, or --allow-write",
-                    path.display(),
-                    fmt_bytes(existing),
-                    fmt_bytes(size),
-                    fmt_bytes(existing - existing % job.bs as u64)
-                );
-            }
-        }
+        check_may_write(job, path, m, own, existing, size)?;
     }
     if size < job.bs as u64 {
         bail!(
@@ -264,6 +225,52 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
     };
     check_common(job, &mut t)?;
     Ok(t)
+}
+
+/// An existing file the job would write or grow: never a loop device's backing file, and never
+/// one iopath did not create unless --allow-write says its data is the user's to lose.
+fn check_may_write(job: &Job, path: &Path, m: &fs::Metadata, own: bool, existing: u64, size: u64) -> Result<()> {
+    let grows = existing < size;
+    if job.rw.writes() || grows {
+        if let Some(dev) = loop_backed_by(m) {
+            bail!(
+                "refusing to write to {}: it is the backing file of /dev/{dev}, and writing it writes under that \
+                 device (a file system on it included); detach it (losetup -d /dev/{dev}) or use another file",
+                path.display()
+            );
+        }
+    }
+    if !own && !job.allow_write {
+        if job.rw.writes() {
+            bail!(
+                "refusing to write to {}: it exists and iopath did not create it (a --rw {} job would overwrite \
+                 it). Give a new file name (iopath creates and lays it out), or add --allow-write if its data is \
+                 yours to lose",
+                path.display(),
+                job.rw
+            );
+        }
+        if grows && existing < job.bs as u64 {
+            bail!(
+                "{} holds {existing} bytes, less than one --bs {} block, and iopath never grows or changes a file \
+                 it did not create: give a new file name (iopath creates and lays it out), or --allow-write to \
+                 grow this one",
+                path.display(),
+                fmt_bytes(job.bs as u64)
+            );
+        }
+        if grows {
+            bail!(
+                "{} holds {} and the job needs {} (--size): iopath never grows or changes a file it did not \
+                 create. Give --size {} or less to read within it, a new file name, or --allow-write",
+                path.display(),
+                fmt_bytes(existing),
+                fmt_bytes(size),
+                fmt_bytes(existing - existing % job.bs as u64)
+            );
+        }
+    }
+    Ok(())
 }
 
 fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
