@@ -366,3 +366,47 @@ fn the_table_and_plan_stand_apart_and_only_main_reads_the_command_line() {
     let readers: Vec<&String> = g.iter().filter(|(m, d)| d.contains("cli") && *m != "crate").map(|(m, _)| m).collect();
     assert!(readers.is_empty(), "modules taking the command line's structs (give them their own options): {readers:?}");
 }
+
+/// Each function of `src/` outside tests, with its length in lines (from its `fn` line to the
+/// brace that closes it at the same indentation).
+fn rust_functions() -> Vec<(String, String, usize)> {
+    let mut out = Vec::new();
+    for (m, p) in rust_modules() {
+        let text = without_test_modules(&fs::read_to_string(&p).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let indent = l.len() - t.len();
+            let t = ["pub(crate) ", "pub(super) ", "pub "].iter().fold(t, |t, p| t.strip_prefix(p).unwrap_or(t));
+            let t = ["const ", "async ", "unsafe "].iter().fold(t, |t, p| t.strip_prefix(p).unwrap_or(t));
+            let Some(rest) = t.strip_prefix("fn ") else { continue };
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            // A declaration without a body (a trait's) ends at its `;`.
+            let body = lines[i..].iter().position(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+            if body.is_none_or(|b| lines[i + b].trim_end().ends_with(';')) {
+                continue;
+            }
+            let close = format!("{}}}", " ".repeat(indent));
+            if let Some(end) =
+                lines[i + 1..].iter().position(|l| l.starts_with(&close) && l.trim_end().len() == indent + 1)
+            {
+                out.push((m.clone(), name, end + 2));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_120_lines() {
+    let fns = rust_functions();
+    assert!(fns.len() > 500, "{} functions read", fns.len());
+    // The reading measures: a known function's length is what it is.
+    let ok = fns.iter().find(|(m, n, _)| m == "report::text" && n == "text_sections").expect("text_sections read");
+    let ext = fns.iter().find(|(m, n, _)| m == "trace" && n == "run_external").expect("run_external read");
+    assert!((100..=120).contains(&ext.2), "run_external measured {} lines", ext.2);
+    assert!((15..60).contains(&ok.2), "text_sections measured {} lines", ok.2);
+    let long: Vec<String> =
+        fns.iter().filter(|(_, _, n)| *n > 120).map(|(m, f, n)| format!("{m}::{f} ({n} lines)")).collect();
+    assert!(long.is_empty(), "functions a reader cannot hold (split them by what they do): {long:?}");
+}

@@ -59,34 +59,7 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
     let symbolizer = Symbolizer::new();
     let by_tgid: HashMap<u32, &Vec<ExecMapping>> = maps.iter().map(|(t, m)| (*t, m)).collect();
 
-    // Kernel: one batch of distinct addresses.
-    let mut kaddrs: Vec<u64> =
-        raw.iter().flat_map(|s| s.kernel.iter().enumerate().map(|(i, &a)| lookup_addr(i, a))).collect();
-    kaddrs.sort_unstable();
-    kaddrs.dedup();
-    let ksrc = Source::Kernel(Kernel {
-        kallsyms: MaybeDefault::Default,
-        vmlinux: MaybeDefault::None,
-        kaslr_offset: Some(0),
-        debug_syms: false,
-        ..Default::default()
-    });
-    let text = KernelText::read();
-    let knames: HashMap<u64, String> = match symbolizer.symbolize(&ksrc, Input::AbsAddr(&kaddrs)) {
-        Ok(syms) => kaddrs
-            .iter()
-            .zip(syms)
-            .filter_map(|(&a, s)| {
-                // Past the kernel's text and no module there: JIT code kallsyms does not list
-                // (BPF programs, trampolines), which the nearest symbol would misname.
-                if text.unlisted(a) {
-                    return Some((a, "[bpf]".to_owned()));
-                }
-                name_of(&s).map(|n| (a, n))
-            })
-            .collect(),
-        Err(_) => HashMap::new(),
-    };
+    let knames = kernel_names(&symbolizer, raw);
 
     // User: each address -> (file, offset), cut at the first one no mapping covers.
     let mut resolved: Vec<Vec<(PathBuf, u64)>> = Vec::with_capacity(raw.len());
@@ -113,35 +86,7 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
         resolved.push(frames);
         cut.push(was_cut);
     }
-    let mut unames: HashMap<(PathBuf, u64), String> = HashMap::new();
-    for (path, mut offs) in per_file {
-        if !path.starts_with("/") {
-            // [vdso]: no file to read; its name is the best we have.
-            for o in offs {
-                unames.insert((path.clone(), o), path.display().to_string());
-            }
-            continue;
-        }
-        offs.sort_unstable();
-        offs.dedup();
-        // The symbol table first: full paths ("iopath::loadgen::worker") read better than DWARF's
-        // short generic names; debug info (separate debug files too, e.g. libc6-dbg) for what a
-        // stripped library leaves unnamed.
-        for debug_syms in [false, true] {
-            let todo: Vec<u64> = offs.iter().copied().filter(|o| !unames.contains_key(&(path.clone(), *o))).collect();
-            if todo.is_empty() {
-                break;
-            }
-            let src = Source::Elf(Elf { debug_syms, ..Elf::new(&path) });
-            if let Ok(syms) = symbolizer.symbolize(&src, Input::FileOffset(&todo)) {
-                for (o, s) in todo.iter().zip(syms) {
-                    if let Some(n) = name_of(&s) {
-                        unames.insert((path.clone(), *o), n);
-                    }
-                }
-            }
-        }
-    }
+    let unames = user_names(&symbolizer, per_file);
 
     let mut out = Symbols::default();
     let mut naming: HashMap<u32, Naming> = HashMap::new();
@@ -181,6 +126,73 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
     out.naming = naming.into_values().collect();
     out.naming.sort_by_key(|n| std::cmp::Reverse(n.user_frames));
     out
+}
+
+/// Each distinct kernel address of the stacks named in one batch (JIT code kallsyms does not
+/// list: "[bpf]").
+fn kernel_names(symbolizer: &Symbolizer, raw: &[RawStack]) -> HashMap<u64, String> {
+    // Kernel: one batch of distinct addresses.
+    let mut kaddrs: Vec<u64> =
+        raw.iter().flat_map(|s| s.kernel.iter().enumerate().map(|(i, &a)| lookup_addr(i, a))).collect();
+    kaddrs.sort_unstable();
+    kaddrs.dedup();
+    let ksrc = Source::Kernel(Kernel {
+        kallsyms: MaybeDefault::Default,
+        vmlinux: MaybeDefault::None,
+        kaslr_offset: Some(0),
+        debug_syms: false,
+        ..Default::default()
+    });
+    let text = KernelText::read();
+    match symbolizer.symbolize(&ksrc, Input::AbsAddr(&kaddrs)) {
+        Ok(syms) => kaddrs
+            .iter()
+            .zip(syms)
+            .filter_map(|(&a, s)| {
+                // Past the kernel's text and no module there: JIT code kallsyms does not list
+                // (BPF programs, trampolines), which the nearest symbol would misname.
+                if text.unlisted(a) {
+                    return Some((a, "[bpf]".to_owned()));
+                }
+                name_of(&s).map(|n| (a, n))
+            })
+            .collect(),
+        Err(_) => HashMap::new(),
+    }
+}
+
+/// Each (file, offset) of the user stacks named: the symbol table first, then debug info.
+fn user_names(symbolizer: &Symbolizer, per_file: HashMap<PathBuf, Vec<u64>>) -> HashMap<(PathBuf, u64), String> {
+    let mut unames: HashMap<(PathBuf, u64), String> = HashMap::new();
+    for (path, mut offs) in per_file {
+        if !path.starts_with("/") {
+            // [vdso]: no file to read; its name is the best we have.
+            for o in offs {
+                unames.insert((path.clone(), o), path.display().to_string());
+            }
+            continue;
+        }
+        offs.sort_unstable();
+        offs.dedup();
+        // The symbol table first: full paths ("iopath::loadgen::worker") read better than DWARF's
+        // short generic names; debug info (separate debug files too, e.g. libc6-dbg) for what a
+        // stripped library leaves unnamed.
+        for debug_syms in [false, true] {
+            let todo: Vec<u64> = offs.iter().copied().filter(|o| !unames.contains_key(&(path.clone(), *o))).collect();
+            if todo.is_empty() {
+                break;
+            }
+            let src = Source::Elf(Elf { debug_syms, ..Elf::new(&path) });
+            if let Ok(syms) = symbolizer.symbolize(&src, Input::FileOffset(&todo)) {
+                for (o, s) in todo.iter().zip(syms) {
+                    if let Some(n) = name_of(&s) {
+                        unames.insert((path.clone(), *o), n);
+                    }
+                }
+            }
+        }
+    }
+    unames
 }
 
 /// Where kernel code is that kallsyms names: the core text (up to `_etext`) and module text.
