@@ -766,36 +766,35 @@ impl JobCommon {
 impl TopArgs {
     /// The agent `iopath top` runs, or why these flags do not make one.
     pub fn to_loop(&self) -> Result<Loop> {
-        let a = self;
-        crate::job::check_interval(a.interval)?;
-        if a.once && a.count > 0 {
+        crate::job::check_interval(self.interval)?;
+        if self.once && self.count > 0 {
             bail!("--once is one refresh; --count N is N refreshes with --batch: give one of them");
         }
-        let show = if a.once {
-            Show::Text { count: 1, rows: a.rows }
-        } else if a.batch {
-            Show::Text { count: a.count, rows: a.rows }
+        let show = if self.once {
+            Show::Text { count: 1, rows: self.rows }
+        } else if self.batch {
+            Show::Text { count: self.count, rows: self.rows }
         } else {
             use std::io::IsTerminal;
             if !std::io::stdout().is_terminal() {
                 bail!("iopath top's live view needs a terminal: use --batch (or --once) for text, or 'iopath serve' for metrics alone");
             }
-            if a.count > 0 {
+            if self.count > 0 {
                 bail!("--count applies to --batch: add --batch, or drop --count");
             }
             Show::Tui
         };
         Ok(Loop {
-            interval: a.interval,
-            by: a.by,
-            sort: a.sort,
+            interval: self.interval,
+            by: self.by,
+            sort: self.sort,
             show,
             exposition: None,
-            cgroups: a.cgroups,
-            pods_root: a.pods_root.clone(),
-            sync_syscalls: a.sync_syscalls,
+            cgroups: self.cgroups,
+            pods_root: self.pods_root.clone(),
+            sync_syscalls: self.sync_syscalls,
             empty_probes: false,
-            phases: a.phases || a.sync_syscalls,
+            phases: self.phases || self.sync_syscalls,
             phases_every: None,
         })
     }
@@ -804,31 +803,30 @@ impl TopArgs {
 impl ServeArgs {
     /// The agent `iopath serve` runs, or why these flags do not make one.
     pub fn to_loop(&self) -> Result<Loop> {
-        let a = self;
-        crate::job::check_interval(a.interval)?;
-        if let Some(every) = a.phases_every {
-            if a.phases || a.sync_syscalls {
+        crate::job::check_interval(self.interval)?;
+        if let Some(every) = self.phases_every {
+            if self.phases || self.sync_syscalls {
                 bail!("--phases-every duty-cycles the full set beside the one hook; --phases (or --sync-syscalls) attaches it all the time: give one of them");
             }
-            if a.phases_for.is_zero() || a.phases_for >= every {
+            if self.phases_for.is_zero() || self.phases_for >= every {
                 bail!(
                 "--phases-for {:?} must be shorter than --phases-every {every:?} (and more than 0): the full set is attached for --phases-for of every --phases-every",
-                a.phases_for
+                self.phases_for
             );
             }
         }
         Ok(Loop {
-            interval: a.interval,
+            interval: self.interval,
             by: crate::top::table::GroupBy::Process,
             sort: crate::top::table::SortBy::Iops,
             show: Show::Nothing,
             exposition: None,
-            cgroups: a.cgroups,
-            pods_root: a.pods_root.clone(),
-            sync_syscalls: a.sync_syscalls,
-            empty_probes: a.empty_probes,
-            phases: a.phases || a.sync_syscalls,
-            phases_every: a.phases_every.map(|e| (e, a.phases_for)),
+            cgroups: self.cgroups,
+            pods_root: self.pods_root.clone(),
+            sync_syscalls: self.sync_syscalls,
+            empty_probes: self.empty_probes,
+            phases: self.phases || self.sync_syscalls,
+            phases_every: self.phases_every.map(|e| (e, self.phases_for)),
         })
     }
 }

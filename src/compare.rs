@@ -613,16 +613,15 @@ fn config_diff(b: &Side, a: &Side) -> (Vec<ConfigChange>, Vec<String>) {
 }
 
 pub fn compare(b: &Side, a: &Side) -> Comparison {
-    let change = phase_change;
     let mut phases = Vec::new();
     if let (Some(pb), Some(pa)) = (&b.phases, &a.phases) {
         for name in PHASES {
-            phases.push(change(name, pb[name], pa[name]));
+            phases.push(phase_change(name, pb[name], pa[name]));
         }
     }
     let nvme_phases: Vec<PhaseChange> = NVME_PHASES
         .iter()
-        .filter_map(|&(name, _)| Some(change(name, *b.nvme_phases.get(name)?, *a.nvme_phases.get(name)?)))
+        .filter_map(|&(name, _)| Some(phase_change(name, *b.nvme_phases.get(name)?, *a.nvme_phases.get(name)?)))
         .collect();
     // The phase that explains the change moved the way IOPS did (a phase that shrank because
     // fewer I/Os queued does not explain a loss); any moved phase when none did.
