@@ -2,8 +2,8 @@
 /*
  * The doctor's probes: one tiny counting program per attach kind, on the
  * block layer's issue tracepoint (and vfs_read for fentry/kprobe, which need
- * a kernel function). Loading each and seeing its counter move is the proof
- * that this kind of program works here.
+ * a kernel function; a cpu-clock perf event for perf_event). Loading each and seeing its counter
+ * move is the proof that this kind of program works here.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -52,6 +52,13 @@ SEC("kprobe/vfs_read")
 int BPF_KPROBE(doctor_kprobe)
 {
 	return count(DOCTOR_KPROBE);
+}
+
+/* The flamegraphs' sampler attaches this way (a software cpu-clock on each CPU). */
+SEC("perf_event")
+int doctor_perf_event(void *ctx)
+{
+	return count(DOCTOR_PERF_EVENT);
 }
 
 /* Loaded, never attached: whether the verifier takes BPF atomics (cmpxchg, xchg: 5.12+), which

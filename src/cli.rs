@@ -635,7 +635,7 @@ impl TraceArgs {
             prog_stats: self.prog_stats,
             events: self.events,
             events_out: self.events_out.clone(),
-            stacks: sampling.then_some(crate::probe::sampler::StackOpts {
+            stacks: sampling.then_some(crate::probe::options::StackOpts {
                 oncpu: self.flamegraph,
                 offcpu: self.offcpu,
                 all_cpus: self.all_cpus,

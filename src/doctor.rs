@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::probe::facts::KernelFacts;
 use crate::probe::hooks::{self, AttachKind, Feature};
-use crate::probe::options::{force_compat, PlanOptions};
+use crate::probe::options::{force_compat, PlanOptions, StackOpts};
 use crate::probe::plan::{self, Choice, FeatureState};
 use crate::probe::routes::{self, RouteStatus};
 use crate::probe::trials::{self, AttachResult};
@@ -211,7 +211,10 @@ pub fn examine(roots: &SysRoots) -> Doctor {
     if tfs.is_none() {
         facts.unseen.push("tracepoints: tracefs could not be read".into());
     }
-    let planned = plan::plan(&facts, &PlanOptions { force_compat: force_compat(), ..Default::default() });
+    // The default trace's hooks, and the flamegraphs' sampler's (--flamegraph, --offcpu): the dry
+    // run loads and attaches those too.
+    let stacks = Some(StackOpts { oncpu: true, offcpu: true, ..Default::default() });
+    let planned = plan::plan(&facts, &PlanOptions { force_compat: force_compat(), stacks, ..Default::default() });
     let tracepoints = if tfs.is_some() { tracepoint_statuses(&planned) } else { Vec::new() };
     for t in tracepoints.iter().filter(|t| t.required && !t.present) {
         problems.push(format!(
@@ -405,6 +408,25 @@ fn render_access(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The table's hooks on no tracepoint (function probes, the sampler's perf event) and how each
+/// attaches here.
+fn render_other_hooks(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
+    let mut other = d.trace_plan.iter().filter(|(n, _)| !hooks::is_tracepoint(n)).peekable();
+    if other.peek().is_none() {
+        return Ok(());
+    }
+    writeln!(w, "\n  function probes and perf events (and how each attaches here):")?;
+    for (name, how) in other {
+        let (kind, what) = if how.starts_with("off:") || how.starts_with("not used:") {
+            ("-", how.as_str())
+        } else {
+            (how.as_str(), hooks::HOOKS.iter().find(|h| h.name == name).map_or("", |h| h.used_for))
+        };
+        writeln!(w, "    {name:<47} {kind:<22} {what}")?;
+    }
+    Ok(())
+}
+
 /// What the plan does here: each tracepoint and how it attaches, the features, the one-hook tier,
 /// always-on, the routes followed.
 fn render_plan(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
@@ -424,6 +446,7 @@ fn render_plan(d: &Doctor, w: &mut dyn Write) -> io::Result<()> {
             if how.starts_with("off:") || how.starts_with("not used:") { ("-", how) } else { (how, t.used_for) };
         writeln!(w, "    {mark}  {:<38} {:<22} {what}", t.name, kind)?;
     }
+    render_other_hooks(d, w)?;
     writeln!(w, "\n  features (on: loaded and attached by the dry run; off: the kernel's reason):")?;
     for f in d.features.iter().filter(|f| !f.unused) {
         match (&f.why, f.on) {

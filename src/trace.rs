@@ -50,7 +50,7 @@ pub struct TraceFlags {
     pub events: bool,
     pub events_out: Option<std::path::PathBuf>,
     /// Stacks for flamegraphs (None: off).
-    pub stacks: Option<crate::probe::sampler::StackOpts>,
+    pub stacks: Option<crate::probe::options::StackOpts>,
     pub doorbell: crate::probe::options::Doorbell,
     pub skip_hooks: Vec<String>,
     pub empty_probes: bool,

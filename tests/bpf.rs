@@ -39,6 +39,29 @@ fn tracepoint_programs_count_real_block_io() {
 }
 
 #[test]
+fn the_perf_event_program_samples_at_its_rate() {
+    require_root();
+    // The flamegraphs' sampler's kind: a cpu-clock event at 997 Hz on each CPU. Spinning this
+    // thread for 500 ms keeps one CPU busy: at least half of its ~498 samples arrive (the clock
+    // is the reference), and no more than every CPU's at 1.5x the rate.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let seen = with_attached(AttachKind::PerfEvent, 0, |hits| {
+        let before = hits();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(500) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        hits() - before
+    })
+    .unwrap_or_else(|e| panic!("perf_event failed to load/attach: {e}"));
+    assert!(
+        (249..=cpus * 748).contains(&seen),
+        "{seen} cpu-clock samples in 500 ms of spinning on {cpus} CPUs at 997 Hz"
+    );
+}
+
+#[test]
 fn the_pid_filter_in_rodata_works() {
     require_root();
     let f = scratch("bpf-filter").join("t.dat");

@@ -19,6 +19,7 @@ use crate::model::{ExecMapping, RawStack};
 pub struct Naming {
     pub tgid: u32,
     pub comm: String,
+    /// The frames up to each stack's cut (an address no file mapping covers), and the cut as one.
     pub user_frames: u64,
     pub user_named: u64,
     /// User stacks cut at an address outside any executable file mapping (JIT, [vdso], or a
@@ -94,8 +95,11 @@ pub fn symbolize(raw: &[RawStack], maps: &[(u32, Vec<ExecMapping>)]) -> Symbols 
         let n =
             naming.entry(s.tgid).or_insert_with(|| Naming { tgid: s.tgid, comm: s.comm.clone(), ..Default::default() });
         let mut user = Vec::with_capacity(frames.len());
-        // The frames past a cut count as unnamed: they were real calls we could not see.
-        n.user_frames += s.user.len() as u64;
+        // A cut counts as one unnamed frame (the "[unknown]" the graph shows), not as every
+        // address past it: frame-pointer unwinding through a function built without them
+        // (libc's open64) reads garbage up to the 127-frame limit. One such sample made 127 of
+        // the worker's 2084 frames "unnamed" (6%) in a 2 s aio run where every other was named.
+        n.user_frames += frames.len() as u64 + u64::from(was_cut);
         n.user_cut += u64::from(was_cut);
         for (path, off) in frames.iter().rev() {
             match unames.get(&(path.clone(), *off)) {
@@ -236,5 +240,25 @@ fn name_of(s: &Symbolized) -> Option<String> {
     match s {
         Symbolized::Sym(sym) => Some(sym.name.to_string()),
         Symbolized::Unknown(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_stack_counts_its_cut_as_one_frame_not_the_garbage_past_it() {
+        // Two addresses in a mapping, then what frame-pointer unwinding through a function
+        // without them reads: 125 addresses no mapping covers, to the 127-frame limit.
+        let map = ExecMapping { start: 0x1000, end: 0x2000, offset: 0, path: "/nonexistent/iopath-test".into() };
+        let mut user = vec![0x1100, 0x1200];
+        user.extend((0..125).map(|i| 0x9000_0000 + i * 8));
+        let raw = RawStack { tgid: 7, pid: 7, comm: "w".into(), kernel: Vec::new(), user, value: 1 };
+        let s = symbolize(&[raw], &[(7, vec![map])]);
+        let n = &s.naming[0];
+        assert_eq!((n.user_frames, n.user_cut), (3, 1), "{n:?}");
+        assert_eq!(s.stacks[0].user.first().map(String::as_str), Some("[unknown]"));
+        assert_eq!(s.stacks[0].user.len(), 3);
     }
 }

@@ -16,6 +16,8 @@ pub enum Obj {
     Counts,
     /// The one-hook tier (bpf/stamps.bpf.c): top and serve's default.
     Stamps,
+    /// The flamegraphs' sampler (bpf/stacks.bpf.c): on-CPU and off-CPU stacks.
+    Stacks,
 }
 
 /// What a set of hooks gives the report. A feature is on or off as a whole: its hooks only mean
@@ -57,10 +59,14 @@ pub enum Feature {
     /// ... the hooks its stamps are checked against (a check window), and that time a device
     /// whose stamps are absent or off.
     StampsCheck,
+    /// Flamegraphs (--flamegraph): stacks sampled on every CPU's software cpu-clock.
+    OnCpuStacks,
+    /// Flamegraphs (--offcpu): the time each traced thread spent switched out, by stack.
+    OffCpuStacks,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 23] = [
+    pub const ALL: [Feature; 25] = [
         Feature::BlockCore,
         Feature::Syscalls,
         Feature::Uring,
@@ -84,6 +90,8 @@ impl Feature {
         Feature::SyncFentry,
         Feature::Stamps,
         Feature::StampsCheck,
+        Feature::OnCpuStacks,
+        Feature::OffCpuStacks,
     ];
 
     /// How reports and doctor name it.
@@ -112,6 +120,8 @@ impl Feature {
             Feature::SyncFentry => "sync pread/pwrite timed by fentry (top, serve)",
             Feature::Stamps => "block and device phases from the request's stamps (top, serve: one hook)",
             Feature::StampsCheck => "the stamps checked against hooked times, per device (top, serve)",
+            Feature::OnCpuStacks => "on-CPU stacks for flamegraphs (cpu-clock samples)",
+            Feature::OffCpuStacks => "off-CPU stacks for flamegraphs (sched_switch)",
         }
     }
 
@@ -318,6 +328,8 @@ pub enum Via {
     Fentry,
     Fexit,
     Kprobe,
+    /// A perf event's overflow: one software cpu-clock event per CPU, at the sampling rate.
+    PerfEvent,
 }
 
 impl Via {
@@ -328,6 +340,7 @@ impl Via {
             Via::Classic => AttachKind::Tracepoint,
             Via::Fentry | Via::Fexit => AttachKind::Fentry,
             Via::Kprobe => AttachKind::Kprobe,
+            Via::PerfEvent => AttachKind::PerfEvent,
         }
     }
 
@@ -339,6 +352,7 @@ impl Via {
             Via::Fentry => "fentry",
             Via::Fexit => "fexit",
             Via::Kprobe => "kprobe",
+            Via::PerfEvent => "perf_event",
         }
     }
 }
@@ -377,6 +391,7 @@ pub struct HookSpec {
     /// For function probes (fentry, fexit, kprobe): the programs, all attached together ...
     pub func_progs: &'static [Prog],
     /// ... to the first of these kernel functions /proc/kallsyms has (an architecture's name).
+    /// Empty for a perf event's program: it attaches to the event named after the group.
     pub func: &'static [&'static str],
     pub feature: Feature,
     pub used_for: &'static str,
@@ -385,6 +400,7 @@ pub struct HookSpec {
 const P: Obj = Obj::Phases;
 const C: Obj = Obj::Counts;
 const S: Obj = Obj::Stamps;
+const K: Obj = Obj::Stacks;
 
 const fn tp(tracepoint: &'static str, progs: &'static [Prog]) -> Variant {
     Variant { tracepoint, progs }
@@ -700,6 +716,22 @@ pub const HOOKS: &[HookSpec] = &[
         "a traced process forked: its child is traced too",
         [tp("sched_process_fork", &[btf(P, "process_fork")])]
     ),
+    HookSpec {
+        name: "perf_event:cpu-clock",
+        group: "perf_event",
+        variants: &[],
+        func_progs: &[Prog { obj: K, name: "oncpu", via: Via::PerfEvent }],
+        func: &[],
+        feature: Feature::OnCpuStacks,
+        used_for: "flamegraphs: a stack sampled on every CPU's cpu-clock at the sampling rate",
+    },
+    hook!(
+        "sched:sched_switch",
+        "sched",
+        OffCpuStacks,
+        "flamegraphs: the stack a traced thread left the CPU with, and for how long",
+        [tp("sched_switch", &[btf(K, "offcpu_switch")])]
+    ),
     hook!(
         "iommu:map",
         "iommu",
@@ -774,11 +806,18 @@ pub enum AttachKind {
     Tracepoint,
     Fentry,
     Kprobe,
+    PerfEvent,
 }
 
 impl AttachKind {
-    pub const ALL: [AttachKind; 5] =
-        [AttachKind::TpBtf, AttachKind::RawTp, AttachKind::Tracepoint, AttachKind::Fentry, AttachKind::Kprobe];
+    pub const ALL: [AttachKind; 6] = [
+        AttachKind::TpBtf,
+        AttachKind::RawTp,
+        AttachKind::Tracepoint,
+        AttachKind::Fentry,
+        AttachKind::Kprobe,
+        AttachKind::PerfEvent,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -787,6 +826,7 @@ impl AttachKind {
             AttachKind::Tracepoint => "tracepoint",
             AttachKind::Fentry => "fentry",
             AttachKind::Kprobe => "kprobe",
+            AttachKind::PerfEvent => "perf_event",
         }
     }
 }

@@ -96,8 +96,12 @@ pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> R
                 .find(|q| q.name() == p.name)
                 .ok_or_else(|| anyhow!("program {} is not in the loaded object", p.name))?;
             let res = match p.via {
-                Via::Classic => prog.attach_tracepoint(TracepointCategory::Custom(group_of(h.name).into()), target),
-                _ => prog.attach(),
+                Via::Classic => prog
+                    .attach_tracepoint(TracepointCategory::Custom(group_of(h.name).into()), target)
+                    .map(|l| vec![l])
+                    .map_err(anyhow::Error::from),
+                Via::PerfEvent => super::perf_event::attach_cpu_clock(&prog, plan.sample_hz),
+                _ => prog.attach().map(|l| vec![l]).map_err(anyhow::Error::from),
             };
             // A kprobe or fentry pair: the second program is the return probe.
             let name = if i == 0 {
@@ -107,17 +111,17 @@ pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> R
             };
             let via = prog.section().to_string_lossy().split('/').next().unwrap_or("").to_owned();
             match res {
-                Ok(l) => {
+                Ok(ls) => {
                     let fd = prog.as_fd().as_raw_fd();
-                    links.push((h.feature, l));
+                    links.extend(ls.into_iter().map(|l| (h.feature, l)));
                     done.push((
                         h.feature,
                         ProbeStatus { name, attached: true, via, prog_fd: fd, ..Default::default() },
                     ));
                 }
-                Err(e) if h.feature == Feature::BlockCore => bail!("attaching {name} ({via}) failed: {e}"),
+                Err(e) if h.feature == Feature::BlockCore => bail!("attaching {name} ({via}) failed: {e:#}"),
                 Err(e) => {
-                    plan.disable(h.feature, &format!("{name} did not attach ({e})"));
+                    plan.disable(h.feature, &format!("{name} did not attach ({e:#})"));
                     links.retain(|(f, _)| *f != h.feature);
                     done.retain(|(f, _)| *f != h.feature);
                     break;
@@ -146,11 +150,28 @@ pub fn dry_run(plan: Plan, ksyms: &HashMap<String, u64>) -> Result<Plan> {
     dry_run_with(plan, ksyms, &TraceOpts::default())
 }
 
-/// `dry_run` with these options' rodata (top and serve's: `top` set).
+/// `dry_run` with these options' rodata (top and serve's: `top` set). The sampler too when the
+/// plan wants its rows (doctor's default plan does).
 pub fn dry_run_with(mut plan: Plan, ksyms: &HashMap<String, u64>, opts: &TraceOpts) -> Result<Plan> {
     let mut stores = Stores::default();
+    let mut stack_stores = obj_stores();
     let (phases, counts) = load_all(&mut plan, opts, ksyms, &mut stores)?;
-    let attached = attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
+    // The sampler is optional here: what stops it turns its rows off, never the dry run.
+    let stacks = match plan.samples() {
+        true => match load_stacks(&mut plan, opts, &phases, &mut stack_stores) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                for f in [Feature::OnCpuStacks, Feature::OffCpuStacks] {
+                    plan.disable(f, &format!("{e:#}"));
+                }
+                None
+            }
+        },
+        false => None,
+    };
+    let mut objs = vec![(Obj::Phases, phases.object()), (Obj::Counts, counts.object())];
+    objs.extend(stacks.as_ref().map(|s| (Obj::Stacks, s.object())));
+    let attached = attach_per_plan(&mut plan, &objs)?;
     drop(attached);
     Ok(plan)
 }
@@ -161,6 +182,13 @@ pub struct Stores {
     counts: [MaybeUninit<OpenObject>; MAX_LOADS],
 }
 
+/// Room for one object's tries.
+pub type ObjStores = [MaybeUninit<OpenObject>; MAX_LOADS];
+
+pub fn obj_stores() -> ObjStores {
+    std::array::from_fn(|_| MaybeUninit::uninit())
+}
+
 impl Default for Stores {
     fn default() -> Self {
         Stores {
@@ -168,6 +196,24 @@ impl Default for Stores {
             counts: std::array::from_fn(|_| MaybeUninit::uninit()),
         }
     }
+}
+
+/// The flamegraphs' sampler (bpf/stacks.bpf.c) loaded per plan, following the processes the
+/// phases object follows (its maps shared).
+pub fn load_stacks<'obj>(
+    plan: &mut Plan,
+    opts: &TraceOpts,
+    phases: &super::phases_skel::PhasesSkel<'_>,
+    stores: &'obj mut [MaybeUninit<OpenObject>],
+) -> Result<super::stacks_skel::StacksSkel<'obj>> {
+    let filter = super::sampler::Filter {
+        all: opts.stacks.as_ref().is_some_and(|s| s.all_cpus),
+        tgid: opts.tgid,
+        tree: !opts.tree.is_empty(),
+        traced_tgids: phases.maps.traced_tgids.as_fd(),
+        excluded_tids: phases.maps.excluded_tids.as_fd(),
+    };
+    load_per_plan(Obj::Stacks, "stacks", plan, stores, |s, _| super::sampler::open(s, &filter))
 }
 
 /// A trace's two objects (phases, counts) opened with these options and loaded per plan: the one

@@ -13,6 +13,7 @@ pub mod load;
 pub mod log;
 pub mod open;
 pub mod options;
+pub mod perf_event;
 pub mod plan;
 pub mod routes;
 pub mod sampler;
@@ -247,7 +248,7 @@ mod mirrors {
 }
 
 /// The hook table names programs by string: each must be a program of its object, and every
-/// program of the three objects the table drives must be a row of it (a rename on either side
+/// program of the four objects the table drives must be a row of it (a rename on either side
 /// fails here, not silently at run time; issue #45).
 #[cfg(test)]
 mod table_matches_skeletons {
@@ -287,5 +288,8 @@ mod table_matches_skeletons {
         let mut s = MaybeUninit::uninit();
         let o = super::stamps_skel::StampsSkelBuilder::default().open(&mut s).unwrap();
         assert_eq!(names(o.open_object().progs()), table(Obj::Stamps), "stamps");
+        let mut s = MaybeUninit::uninit();
+        let o = super::stacks_skel::StacksSkelBuilder::default().open(&mut s).unwrap();
+        assert_eq!(names(o.open_object().progs()), table(Obj::Stacks), "stacks");
     }
 }

@@ -39,7 +39,7 @@ pub struct TraceOpts {
     /// ...kept in this file (`iopath.events/3`) when given.
     pub events_out: Option<EventsOut>,
     /// Stacks for flamegraphs (None: no sampling).
-    pub stacks: Option<super::sampler::StackOpts>,
+    pub stacks: Option<StackOpts>,
     /// The traced process is the bundled generator, which stamps each SQE's user_data and each
     /// iocb's aio_data with the time it queued the I/O: its own time before the kernel and
     /// SQPOLL's pickup are then measured.
@@ -96,7 +96,28 @@ impl TraceOpts {
             top: self.top,
             sync_syscalls: self.sync_syscalls,
             one_hook: self.one_hook,
+            stacks: self.stacks.clone(),
         }
+    }
+}
+
+/// What to sample for flamegraphs (bpf/stacks.bpf.c, probe::sampler): the hook table's
+/// on-CPU and off-CPU rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackOpts {
+    pub oncpu: bool,
+    pub offcpu: bool,
+    /// Every task on every CPU, not only the traced processes.
+    pub all_cpus: bool,
+    /// cpu-clock samples per second per CPU.
+    pub freq_hz: u64,
+}
+
+impl Default for StackOpts {
+    fn default() -> Self {
+        // 997 Hz, not 1000: no lockstep with the kernel's 1000 Hz and 100 Hz timers; enough for
+        // a few seconds' profile.
+        Self { oncpu: true, offcpu: false, all_cpus: false, freq_hz: 997 }
     }
 }
 
@@ -155,6 +176,8 @@ pub struct PlanOptions {
     pub sync_syscalls: bool,
     /// top and serve's one-hook tier (their default; `--phases` attaches the full set).
     pub one_hook: bool,
+    /// Stacks for flamegraphs (--flamegraph, --offcpu): the sampler's rows are wanted.
+    pub stacks: Option<StackOpts>,
 }
 
 /// IOPATH_BPF_BUILD=compat: load the compat build on a kernel that takes the modern one (how the

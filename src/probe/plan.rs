@@ -85,6 +85,9 @@ pub struct Plan {
     /// block_bio_queue takes (request_queue, bio) here (before 5.11): the bio is its second
     /// argument (bpf/run.bpf.h targ_bio_queue_q).
     pub bio_queue_q: bool,
+    /// The on-CPU sampler's cpu-clock rate per CPU (0: not sampling).
+    #[serde(skip)]
+    pub sample_hz: u64,
     pub hooks: Vec<PlannedHook>,
     pub features: Vec<FeatureState>,
 }
@@ -122,6 +125,12 @@ fn unused_why(h: &HookSpec, o: &PlanOptions, k: &KernelFacts) -> Option<String> 
         });
     }
     match f {
+        Feature::OnCpuStacks if !o.stacks.as_ref().is_some_and(|s| s.oncpu) => {
+            return Some("only with --flamegraph (on-CPU stacks)".into())
+        }
+        Feature::OffCpuStacks if !o.stacks.as_ref().is_some_and(|s| s.offcpu) => {
+            return Some("only with --offcpu (off-CPU stacks)".into())
+        }
         Feature::BioEnd if !o.top => {
             return Some("only for top and serve (a trace closes each I/O at its route's end)".into())
         }
@@ -240,6 +249,12 @@ pub fn plan(k: &KernelFacts, o: &PlanOptions) -> Plan {
                         why: "fexit on nvme_queue_rq needs the nvme module's BTF (no /sys/kernel/btf/<module>)".into(),
                     }
                 }
+                // A perf event's program: its event is the hook's own (perf_event:cpu-clock).
+                None if h.func.is_empty() => Choice::Load {
+                    progs: h.func_progs.to_vec(),
+                    via: h.func_progs[0].via.name(),
+                    target: h.name.split_once(':').map_or(h.name, |(_, e)| e).into(),
+                },
                 None => match h.func.iter().find(|f| k.symbols.contains(**f)) {
                     None => Choice::Off {
                         why: format!(
@@ -275,7 +290,13 @@ pub fn plan(k: &KernelFacts, o: &PlanOptions) -> Plan {
         }
         hooks.push(PlannedHook { name: h.name, feature: h.feature, used_for: h.used_for, present, choice });
     }
-    let mut p = Plan { flavour, bio_queue_q: k.btf.contains(TP_BIO_QUEUE_Q), hooks, features: Vec::new() };
+    let mut p = Plan {
+        flavour,
+        bio_queue_q: k.btf.contains(TP_BIO_QUEUE_Q),
+        sample_hz: o.stacks.as_ref().map_or(0, |s| s.freq_hz),
+        hooks,
+        features: Vec::new(),
+    };
     for (f, why) in off {
         p.disable(f, &why);
     }
@@ -315,6 +336,11 @@ impl Plan {
             let (on, why) = if unused { (false, unused_why) } else { (why.is_none(), why) };
             self.features.push(FeatureState { feature: f, title: f.title(), on, why, unused });
         }
+    }
+
+    /// Whether the flamegraphs' sampler has a row to load (bpf/stacks.bpf.c).
+    pub fn samples(&self) -> bool {
+        self.is_on(Feature::OnCpuStacks) || self.is_on(Feature::OffCpuStacks)
     }
 
     pub fn is_on(&self, f: Feature) -> bool {

@@ -2,7 +2,6 @@
 //! -> run the workload -> disable -> read the maps -> detach. The workload runs inside `trace`'s
 //! closure, so links cannot outlive it and nothing stays attached after an error.
 
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{anyhow, Context, Result};
@@ -12,7 +11,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::collect::Collectors;
 use super::hooks::Obj;
 use super::live::{prog_info, LiveMaps};
-use super::load::{attach_per_plan, load_all, plan_for, Attached, Stores};
+use super::load::{attach_per_plan, load_all, load_stacks, obj_stores, plan_for, Attached, Stores};
 use super::options::{Lean, TraceOpts};
 use crate::model::{BpfHist, ProbeStatus, RawTrace, NR_COUNTERS, NR_PHASES};
 
@@ -111,8 +110,16 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     let mut stores = Stores::default();
     let (mut phases, mut counts) = load_all(&mut plan, opts, &ksyms, &mut stores)?;
     seed_maps(&phases, &counts, opts)?;
-    let Attached { mut links, mut probes } =
-        attach_per_plan(&mut plan, &[(Obj::Phases, phases.object()), (Obj::Counts, counts.object())])?;
+    let mut stack_stores = obj_stores();
+    let stacks = match plan.samples() {
+        true => Some(load_stacks(&mut plan, opts, &phases, &mut stack_stores)?),
+        false => None,
+    };
+    let mut objs = vec![(Obj::Phases, phases.object()), (Obj::Counts, counts.object())];
+    objs.extend(stacks.as_ref().map(|s| (Obj::Stacks, s.object())));
+    let Attached { mut links, mut probes } = attach_per_plan(&mut plan, &objs)?;
+    drop(objs);
+    sampling_as_asked(&plan, opts)?;
     let issue_checker = issue_checker(opts, &mut phases, &probes, &mut links);
     let features_off: Vec<crate::model::FeatureOff> = plan
         .off()
@@ -128,19 +135,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     };
     // The `enabled` flags, written through raw pointers so the ring buffer (which borrows the
     // maps) and the switch can coexist.
-    let mut s_store = MaybeUninit::uninit();
-    let mut sampler = match &opts.stacks {
-        Some(so) => {
-            let filter = super::sampler::Filter {
-                tgid: opts.tgid,
-                tree: !opts.tree.is_empty(),
-                traced_tgids: phases.maps.traced_tgids.as_fd(),
-                excluded_tids: phases.maps.excluded_tids.as_fd(),
-            };
-            Some(super::sampler::Sampler::load(&mut s_store, so, &filter)?)
-        }
-        None => None,
-    };
+    let mut sampler = stacks.map(|s| super::sampler::Sampler::new(s, plan.sample_hz));
     let traced_tgids = libbpf_rs::MapHandle::try_from(&phases.maps.traced_tgids)?;
     let enabled: [*mut u32; 3] = [
         phases.maps.bss_data.as_deref_mut().map_or(std::ptr::null_mut(), |b| &mut b.enabled as *mut u32),
@@ -215,6 +210,24 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     }
     drop(links);
     Ok((result?, raw))
+}
+
+/// The stacks asked for (--flamegraph, --offcpu) are sampled, or the trace stops with the
+/// kernel's reason: a flamegraph run without its stacks has nothing to show.
+fn sampling_as_asked(plan: &super::plan::Plan, opts: &TraceOpts) -> Result<()> {
+    use super::hooks::Feature;
+    let Some(so) = &opts.stacks else { return Ok(()) };
+    for (asked, f) in [(so.oncpu, Feature::OnCpuStacks), (so.offcpu, Feature::OffCpuStacks)] {
+        let s = plan.state(f);
+        if asked && !s.on {
+            return Err(anyhow!(
+                "the {} cannot be sampled here: {}",
+                s.title,
+                s.why.as_deref().unwrap_or("not loaded")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A lean trace's issue-stamp checker (probe::issue_stamps), given block_rq_issue's link: None

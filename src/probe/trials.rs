@@ -32,6 +32,7 @@ pub fn with_attached<R>(kind: AttachKind, tgid: u32, during: impl FnOnce(&dyn Fn
         p.doctor_tracepoint.set_autoload(kind == AttachKind::Tracepoint);
         p.doctor_fentry.set_autoload(kind == AttachKind::Fentry);
         p.doctor_kprobe.set_autoload(kind == AttachKind::Kprobe);
+        p.doctor_perf_event.set_autoload(kind == AttachKind::PerfEvent);
         p.doctor_atomics.set_autoload(false);
     }
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
@@ -39,14 +40,17 @@ pub fn with_attached<R>(kind: AttachKind, tgid: u32, during: impl FnOnce(&dyn Fn
     }
     let skel = open.load().map_err(|e| format!("load: {e}"))?;
     let p = &skel.progs;
-    let _link = match kind {
-        AttachKind::TpBtf => p.doctor_tp_btf.attach(),
-        AttachKind::RawTp => p.doctor_raw_tp.attach(),
-        AttachKind::Tracepoint => p.doctor_tracepoint.attach(),
-        AttachKind::Fentry => p.doctor_fentry.attach(),
-        AttachKind::Kprobe => p.doctor_kprobe.attach(),
+    let one = |r: libbpf_rs::Result<libbpf_rs::Link>| r.map(|l| vec![l]).map_err(anyhow::Error::from);
+    let _links = match kind {
+        AttachKind::TpBtf => one(p.doctor_tp_btf.attach()),
+        AttachKind::RawTp => one(p.doctor_raw_tp.attach()),
+        AttachKind::Tracepoint => one(p.doctor_tracepoint.attach()),
+        AttachKind::Fentry => one(p.doctor_fentry.attach()),
+        AttachKind::Kprobe => one(p.doctor_kprobe.attach()),
+        // The sampler's rate (options::StackOpts).
+        AttachKind::PerfEvent => super::perf_event::attach_cpu_clock(&p.doctor_perf_event, 997),
     }
-    .map_err(|e| format!("attach: {e}"))?;
+    .map_err(|e| format!("attach: {e:#}"))?;
     let idx = AttachKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
     let hits = || {
         skel.maps.bss_data.as_deref().map_or(0, |b| {
