@@ -163,8 +163,14 @@ fn portability_doctor_and_four_phases() {
         assert_eq!(how, want, "{kernel}: how doctor attaches io_uring's submit tracepoint");
         assert!(tp("io_uring:io_uring_submit_req"), "{kernel}: io_uring submit tracepoint not found by doctor");
         assert!(tp("nvme:nvme_setup_cmd") && tp("nvme:nvme_complete_rq"), "{kernel}: nvme tracepoints");
-        // fentry and kprobes attach in these guests (they do not on the build machine).
-        for kind in ["fentry", "kprobe"] {
+        // The flamegraphs' sampler's rows, loaded and attached by the dry run like every hook.
+        for f in ["on_cpu_stacks", "off_cpu_stacks"] {
+            let s = d["features"].as_array().unwrap().iter().find(|s| s["feature"] == f).unwrap();
+            assert_eq!(s["on"], true, "{kernel}: {s}");
+        }
+        // fentry, kprobes and perf events attach in these guests (the first two do not on the
+        // build machine).
+        for kind in ["fentry", "kprobe", "perf_event"] {
             let a = d["attach"].as_array().unwrap().iter().find(|a| a["kind"] == kind).unwrap();
             assert_eq!(a["ok"], true, "{kernel}: {kind}: {a}");
         }
