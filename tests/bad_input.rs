@@ -984,6 +984,24 @@ fn weak_cases_are_named_with_their_fix() {
         &["--file", f.to_str().unwrap(), "--size", "4m", "--ios", "100", "--skip-hooks", "block_rq_issue"],
     );
     assert!(r["warnings"].to_string().contains("left out by --skip-hooks (not by the kernel)"), "{}", r["warnings"]);
+    // A flamegraph asked for without its sampler's hook stops, naming why, and writes nothing.
+    let out = f.with_file_name("flame-skipped");
+    let o = iopath(&[
+        "trace",
+        "--file",
+        f.to_str().unwrap(),
+        "--ios",
+        "100",
+        "--flamegraph",
+        "--skip-hooks",
+        "cpu-clock",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("on-CPU stacks for flamegraphs (cpu-clock samples) were left out: --skip-hooks"), "{e}");
+    assert!(!out.exists(), "{} left behind", out.display());
     // A sweep says how many runs and how long before the first.
     let o = iopath(&[
         "sweep",

@@ -220,11 +220,8 @@ fn sampling_as_asked(plan: &super::plan::Plan, opts: &TraceOpts) -> Result<()> {
     for (asked, f) in [(so.oncpu, Feature::OnCpuStacks), (so.offcpu, Feature::OffCpuStacks)] {
         let s = plan.state(f);
         if asked && !s.on {
-            return Err(anyhow!(
-                "the {} cannot be sampled here: {}",
-                s.title,
-                s.why.as_deref().unwrap_or("not loaded")
-            ));
+            let how = if s.unused { "were left out" } else { "cannot be sampled here" };
+            return Err(anyhow!("the {} {how}: {}", s.title, s.why.as_deref().unwrap_or("not loaded")));
         }
     }
     Ok(())
