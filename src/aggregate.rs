@@ -419,7 +419,7 @@ fn sync_calls(raw: &RawTrace) -> Option<SyncCalls> {
         Some([SyncData, SyncJournal, SyncFlush, SyncThrottled]),
         0,
     )?;
-    let jbd2 = raw.probes.iter().any(|p| p.attached && p.name == crate::hook_names::JBD2_END_COMMIT);
+    let jbd2 = raw.probes.iter().any(|p| p.measures(crate::hook_names::JBD2_END_COMMIT));
     let commits = raw.counter(Counter::Jbd2Commits);
     Some(SyncCalls {
         fsync: raw.counter(Counter::Fsyncs),
@@ -457,7 +457,7 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
     if reads.is_none() && writes.is_none() && copies.is_none() {
         return None;
     }
-    let attached = |n: &str| raw.probes.iter().any(|p| p.attached && p.name == n);
+    let attached = |n: &str| raw.probes.iter().any(|p| p.measures(n));
     let nreads = reads.as_ref().map_or(0, |r| r.total.count);
     let waited = raw.counter(Counter::PcReadsWaited);
     let bios = raw.counter(Counter::PcBios);
@@ -482,10 +482,7 @@ fn page_cache(raw: &RawTrace) -> Option<PageCache> {
             .map(|q| nreads as f64 / q as f64),
         readahead_sync: ra.then(|| raw.counter(Counter::PcRaSync)),
         readahead_async: ra.then(|| raw.counter(Counter::PcRaAsync)),
-        split_known: raw
-            .probes
-            .iter()
-            .any(|p| p.attached && p.name == crate::hook_names::SCHED_SWITCH && p.via == "tp_btf"),
+        split_known: raw.probes.iter().any(|p| p.measures(crate::hook_names::SCHED_SWITCH) && p.via == "tp_btf"),
         sync_writes: raw.counter(Counter::SyncWrites),
         dirty_pauses: attached(crate::hook_names::BALANCE_DIRTY_PAGES).then(|| raw.counter(Counter::DirtyPauses)),
         reads,
@@ -717,7 +714,7 @@ pub struct PageCacheCounted {
 }
 
 fn page_cache_counted(raw: &RawTrace) -> Option<PageCacheCounted> {
-    if !raw.probes.iter().any(|p| p.attached && p.name == crate::hook_names::FILEMAP_GET_PAGES) {
+    if !raw.probes.iter().any(|p| p.measures(crate::hook_names::FILEMAP_GET_PAGES)) {
         return None;
     }
     let (reads, pages_read, pages_added) =

@@ -318,8 +318,20 @@ pub struct ProbeStatus {
     /// Times the program ran and the CPU time it took (with `--prog-stats`; 0 otherwise).
     pub run_cnt: u64,
     pub run_time_ns: u64,
+    /// A hook of the flamegraphs' sampler (bpf/stacks.bpf.c): its `sched:sched_switch` says
+    /// nothing of whether the trace's own switch hook ran (`measures`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sampler: bool,
     #[serde(skip)]
     pub prog_fd: i32,
+}
+
+impl ProbeStatus {
+    /// The trace's own hook `name` is attached (never the sampler's of the same tracepoint: with
+    /// --offcpu under --lean or --raw-tp it alone would claim a switch split never measured).
+    pub fn measures(&self, name: &str) -> bool {
+        self.attached && !self.sampler && self.name == name
+    }
 }
 
 /// A feature the kernel could not give this trace, and the kernel's reason (probe::hooks).

@@ -280,3 +280,28 @@ fn cp_copies_inside_the_kernel() {
     assert!(bio_bytes >= 32 << 20 && (bio_bytes as f64) <= read * 1.01, "{bio_bytes} bytes queued, device {dev:?}");
     assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
 }
+
+/// The split of a buffered read (on CPU, waited, run queue) needs the trace's own sched_switch
+/// through BTF. Under --raw-tp that hook is raw_tp, while --offcpu's sampler hooks the same
+/// tracepoint through tp_btf: the sampler's must not pass for the trace's and claim a split that
+/// was never measured.
+#[test]
+fn the_samplers_switch_hook_never_stands_in_for_the_traces() {
+    require_root();
+    let _s = serial();
+    let (_l, _m, f) = cold_fs("pc-offcpu-rawtp", 16);
+    let job = ["--file", f.as_str(), "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "2048"];
+    let out = scratch("pc-offcpu-flame").join("out");
+    let r = json_of("trace", &[&job[..], &["--raw-tp", "--offcpu", "--out", out.to_str().unwrap()]].concat());
+    assert_eq!(r["page_cache"]["split_known"], false, "{}", r["page_cache"]);
+    let probes = r["probes"].as_array().unwrap();
+    let switch = |sampler: bool| {
+        probes
+            .iter()
+            .find(|p| p["name"] == "sched:sched_switch" && p["sampler"].as_bool().unwrap_or(false) == sampler)
+            .unwrap_or_else(|| panic!("no sched_switch probe (sampler: {sampler}): {probes:?}"))
+    };
+    assert_eq!((switch(false)["via"].as_str(), switch(false)["attached"].as_bool()), (Some("raw_tp"), Some(true)));
+    assert_eq!((switch(true)["via"].as_str(), switch(true)["attached"].as_bool()), (Some("tp_btf"), Some(true)));
+    assert_eq!(r["page_cache"]["reads"]["total"]["count"].as_u64(), Some(2048), "{}", r["page_cache"]);
+}

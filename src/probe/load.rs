@@ -73,16 +73,19 @@ pub fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
     anyhow!("loading the {what} BPF programs failed: {e}{why}. Run 'iopath doctor' to see what this kernel supports")
 }
 
-/// The links of a session and what each hook did.
+/// The links of a session and what each hook did: `links[i]` is the attached `probes[i]`'s; a
+/// perf event's program has one link per CPU, the first there and the others in `per_cpu`.
 pub struct Attached {
     pub links: Vec<Link>,
     pub probes: Vec<ProbeStatus>,
+    pub per_cpu: Vec<Link>,
 }
 
 /// Attaches every program the plan loads from `objs`. An optional feature whose program fails to
 /// attach is turned off (its links dropped); the block core's failure is an error.
 pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> Result<Attached> {
     let mut links: Vec<(Feature, Link)> = Vec::new();
+    let mut per_cpu: Vec<(Feature, Link)> = Vec::new();
     let mut done: Vec<(Feature, ProbeStatus)> = Vec::new();
     for h in plan.hooks.clone() {
         let Choice::Load { progs, target, .. } = &h.choice else { continue };
@@ -113,16 +116,26 @@ pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> R
             match res {
                 Ok(ls) => {
                     let fd = prog.as_fd().as_raw_fd();
-                    links.extend(ls.into_iter().map(|l| (h.feature, l)));
+                    let mut ls = ls.into_iter();
+                    links.extend(ls.next().map(|l| (h.feature, l)));
+                    per_cpu.extend(ls.map(|l| (h.feature, l)));
                     done.push((
                         h.feature,
-                        ProbeStatus { name, attached: true, via, prog_fd: fd, ..Default::default() },
+                        ProbeStatus {
+                            name,
+                            attached: true,
+                            via,
+                            prog_fd: fd,
+                            sampler: p.obj == Obj::Stacks,
+                            ..Default::default()
+                        },
                     ));
                 }
                 Err(e) if h.feature == Feature::BlockCore => bail!("attaching {name} ({via}) failed: {e:#}"),
                 Err(e) => {
                     plan.disable(h.feature, &format!("{name} did not attach ({e:#})"));
                     links.retain(|(f, _)| *f != h.feature);
+                    per_cpu.retain(|(f, _)| *f != h.feature);
                     done.retain(|(f, _)| *f != h.feature);
                     break;
                 }
@@ -137,7 +150,8 @@ pub fn attach_per_plan(plan: &mut Plan, objs: &[(Obj, &libbpf_rs::Object)]) -> R
             probes.push(ProbeStatus { name: h.name.into(), error: Some(why.clone()), ..Default::default() });
         }
     }
-    Ok(Attached { links: links.into_iter().map(|(_, l)| l).collect(), probes })
+    let unpair = |v: Vec<(Feature, Link)>| v.into_iter().map(|(_, l)| l).collect();
+    Ok(Attached { links: unpair(links), probes, per_cpu: unpair(per_cpu) })
 }
 
 fn group_of(hook: &str) -> &str {

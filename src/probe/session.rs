@@ -117,7 +117,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
     };
     let mut objs = vec![(Obj::Phases, phases.object()), (Obj::Counts, counts.object())];
     objs.extend(stacks.as_ref().map(|s| (Obj::Stacks, s.object())));
-    let Attached { mut links, mut probes } = attach_per_plan(&mut plan, &objs)?;
+    let Attached { mut links, mut probes, per_cpu } = attach_per_plan(&mut plan, &objs)?;
     drop(objs);
     sampling_as_asked(&plan, opts)?;
     let issue_checker = issue_checker(opts, &mut phases, &probes, &mut links);
@@ -209,6 +209,7 @@ pub fn trace_live<R>(opts: &TraceOpts, workload: impl FnOnce(LiveMaps) -> Result
         raw.stacks = Some(smp.read(maps)?);
     }
     drop(links);
+    drop(per_cpu);
     Ok((result?, raw))
 }
 
@@ -243,7 +244,7 @@ fn issue_checker(
         return None;
     }
     // links[i] is probes[i]'s for the attached ones (attach_per_plan pushes them together).
-    let i = probes.iter().position(|p| p.attached && p.name == crate::hook_names::BLOCK_RQ_ISSUE)?;
+    let i = probes.iter().position(|p| p.measures(crate::hook_names::BLOCK_RQ_ISSUE))?;
     if i >= links.len() {
         return None;
     }

@@ -409,11 +409,8 @@ fn hooks_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
     if t.lean {
         // The default for the generator's direct I/O: say what it leaves out and how to get it.
         // Syscalls are counted at their entry: lean aio hooks only io_getevents' exit.
-        let syscalls = if t.probes.iter().any(|p| p.attached && p.name == crate::hook_names::SYS_ENTER) {
-            ""
-        } else {
-            ", syscall-entry"
-        };
+        let syscalls =
+            if t.probes.iter().any(|p| p.measures(crate::hook_names::SYS_ENTER)) { "" } else { ", syscall-entry" };
         writeln!(
             w,
             "\n  hooks: lean (the phases' own; no scheduler, softirq{syscalls} hook): --full measures those too"
@@ -760,7 +757,7 @@ fn routes_section(v: &View, w: &mut dyn Write) -> io::Result<()> {
     }
     if let Some(sc) = &t.sync_calls {
         let known = t.page_cache.as_ref().map_or_else(
-            || t.probes.iter().any(|p| p.attached && p.name == crate::hook_names::SCHED_SWITCH && p.via == "tp_btf"),
+            || t.probes.iter().any(|p| p.measures(crate::hook_names::SCHED_SWITCH) && p.via == "tp_btf"),
             |pc| pc.split_known,
         );
         render_sync_calls(sc, known, w)?;
