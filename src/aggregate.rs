@@ -1042,9 +1042,10 @@ pub fn reconcile(t: &TraceSummary, app_mean_ns: u64) -> Reconciliation {
             why.push_str(&format!(
                 "; {} reached the block layer but no request linked back to them (a stacked device whose clones \
                  iopath cannot walk back: not dm-linear, dm-crypt or md raid1, or its module has no BTF; also \
-                 seen, up to 1%, on an ext4 file just written or whose metadata was just dropped, where the \
-                 kernel issued requests and never reported them complete: block_rq_complete and block_io_done \
-                 did not fire for them, for an independent bpftrace either)",
+                 seen, up to 1.3% and in whole batches, on an ext4 file just written or whose metadata was \
+                 just dropped, where the kernel issued requests and never reported them complete: \
+                 block_rq_complete and block_io_done did not fire for them, for an independent bpftrace \
+                 either)",
                 t.unlinked
             ));
         }

@@ -73,6 +73,46 @@ fn followed_and_reconciled(r: &Value, what: &str) {
     }
 }
 
+/// Requests on `disk` the kernel issued and never reported complete while `run` ran, counted
+/// by bpftrace (block_rq_issue and block_rq_complete, matched by sector): what no tracer can
+/// follow. On a freshly written ext4 file the kernel leaves whole batches so (16 of 16 in flight
+/// at io-wq QD16; 258 of 20000 reads in one CI run, 64 of 6032 in another), and iopath counts
+/// them as unlinked (bpftrace's shortfall matched iopath's unlinked run by run: 18 for 16).
+/// Requests still in flight when bpftrace stops count too: an upper bound.
+fn unreported_beside<T>(disk: &str, run: impl FnOnce() -> T) -> (T, f64) {
+    let dev = sh("cat", &[&format!("/sys/block/{disk}/dev")]);
+    let (maj, min) = dev.trim().split_once(':').expect("MAJ:MIN");
+    let devt = (maj.parse::<u64>().unwrap() << 20) | min.parse::<u64>().unwrap();
+    let bt = BpfTrace::start(&format!(
+        r#"tracepoint:block:block_rq_issue /args->dev == {devt}/ {{ @iss[args->sector] = 1; @issued = count(); }}
+           tracepoint:block:block_rq_complete /@iss[args->sector]/ {{ delete(@iss[args->sector]); @completed = count(); }}
+           END {{ clear(@iss); }}"#
+    ));
+    let out = run();
+    let seen = bt.stop();
+    (out, seen.get("issued").copied().unwrap_or(0.0) - seen.get("completed").copied().unwrap_or(0.0))
+}
+
+/// `followed_and_reconciled` where the kernel may leave requests unreported (`unreported`, from
+/// `unreported_beside`): iopath's unlinked I/Os are no more than those, every other I/O is
+/// followed (>= 99% of them all), and a table short of 99% says so and why instead of
+/// reconciling.
+fn followed_apart_from_unreported(r: &Value, what: &str, unreported: f64) {
+    let (app, unlinked) = (r["app_ios"].as_f64().unwrap(), r["unlinked"].as_f64().unwrap());
+    let followed = r["phases"]["total"]["count"].as_f64().unwrap();
+    assert!(
+        unlinked <= unreported,
+        "{what}: {unlinked} unlinked, but the kernel left only {unreported} requests unreported to bpftrace"
+    );
+    assert!(followed + unlinked >= app * 0.99, "{what}: {followed} followed + {unlinked} unlinked of {app}");
+    if r["correlated_fraction"].as_f64().unwrap() >= 0.99 {
+        return followed_and_reconciled(r, what);
+    }
+    let rec = &r["reconciliation"];
+    assert_eq!(rec["reconciled"], false, "{what}: {rec}");
+    assert!(rec["reasons"].to_string().contains("never reported them complete"), "{what}: {rec}");
+}
+
 /// strace -c -f's count of `syscall` for a command (the independent syscall count).
 fn strace_count(syscall: &str, cmd: &[&str]) -> u64 {
     let out_file = std::env::temp_dir().join(format!("iopath-strace-{syscall}-{}", std::process::id()));
@@ -130,8 +170,11 @@ fn io_wq_punts_are_followed_with_their_queue_wait() {
     require_root();
     let _s = serial();
     let (_d, f) = scratch_file("routes-iowq");
-    let r = trace(&["--engine", "uring", "--force-async", "--qd", "16", "--file", &f, "--ios", "20000"]);
-    followed_and_reconciled(&r, "uring --force-async");
+    let disk = run_json(&["--file", &f, "--ios", "1"])["target"]["disk"].as_str().unwrap().to_owned();
+    let (r, unreported) = unreported_beside(&disk, || {
+        trace(&["--engine", "uring", "--force-async", "--qd", "16", "--file", &f, "--ios", "20000"])
+    });
+    followed_apart_from_unreported(&r, "uring --force-async", unreported);
     assert!(route_share(&r, "iowq") >= 0.99, "{}", r["routes"]);
     // Every I/O was punted (IOSQE_ASYNC on each SQE): as many io-wq waits as I/Os, each inside
     // the submission phase.
@@ -193,14 +236,28 @@ fn throttled_bios_are_followed_and_compare_names_the_cgroup_limit() {
     let devnum = sh("cat", &[&format!("/sys/block/{disk}/dev")]);
     let cg = Blkio::new("iopath-routes-test", "blkio.throttle.read_iops_device", &format!("{devnum} 2000"));
     let logs = d.join("thr");
-    let after = trace_in(
-        &cg,
-        &["--engine", "uring", "--qd", "32", "--file", &f, "--runtime", "3s", "--interval", "500ms", "--log-prefix"]
+    let (after, unreported) = unreported_beside(&disk, || {
+        trace_in(
+            &cg,
+            &[
+                "--engine",
+                "uring",
+                "--qd",
+                "32",
+                "--file",
+                &f,
+                "--runtime",
+                "3s",
+                "--interval",
+                "500ms",
+                "--log-prefix",
+            ]
             .into_iter()
             .chain([logs.to_str().unwrap()])
             .collect::<Vec<_>>(),
-    );
-    followed_and_reconciled(&after, "throttled");
+        )
+    });
+    followed_apart_from_unreported(&after, "throttled", unreported);
     // The kernel held the rate at the configured 2000 IOPS: the independent reference.
     let iops = after["iops"].as_f64().unwrap();
     assert!(iops <= 2000.0 * 1.1, "{iops} IOPS under a 2000 IOPS limit");
