@@ -192,8 +192,8 @@ pub fn dry_run_with(mut plan: Plan, ksyms: &HashMap<String, u64>, opts: &TraceOp
 
 /// Room for each object's tries (`load_per_plan`): the loaded skeletons borrow it.
 pub struct Stores {
-    phases: [MaybeUninit<OpenObject>; MAX_LOADS],
-    counts: [MaybeUninit<OpenObject>; MAX_LOADS],
+    phases: ObjStores,
+    counts: ObjStores,
 }
 
 /// Room for one object's tries.
@@ -205,10 +205,7 @@ pub fn obj_stores() -> ObjStores {
 
 impl Default for Stores {
     fn default() -> Self {
-        Stores {
-            phases: std::array::from_fn(|_| MaybeUninit::uninit()),
-            counts: std::array::from_fn(|_| MaybeUninit::uninit()),
-        }
+        Stores { phases: obj_stores(), counts: obj_stores() }
     }
 }
 
