@@ -19,7 +19,7 @@ use crate::model::{ExecMapping, RawStack, RawStacks};
 /// The loaded sampler; its links are the session's (load::attach_per_plan, from the hook table's
 /// `perf_event:cpu-clock` and off-CPU `sched:sched_switch` rows).
 pub(super) struct Sampler<'obj> {
-    pub skel: StacksSkel<'obj>,
+    skel: StacksSkel<'obj>,
     freq_hz: u64,
 }
 
