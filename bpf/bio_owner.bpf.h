@@ -54,6 +54,75 @@ struct md_io_acct___iopath {
 	struct bio bio_clone;
 } __attribute__((preserve_access_index));
 
+/*
+ * btrfs's bios (fs/btrfs/bio.c, 6.1+): every bio it sends to a device is the one embedded in a
+ * btrfs_bio, whose own end_io and private say what it is for; the bio's bi_end_io is btrfs's
+ * (btrfs_simple_end_io, or one of the two ends of a mirrored write, the stripe in bi_private).
+ * A part btrfs split off at a stripe boundary has no end_io of its own, its private the btrfs_bio
+ * it was split from. Its direct I/O: the btrfs_bio iomap allocated, end_io btrfs_dio_end_io and
+ * private the iomap_dio (6.3+); on 6.1 a clone of it, end_io btrfs_end_dio_bio and private the
+ * btrfs_dio_private that embeds iomap's bio (core_fixes.bpf.h #23).
+ */
+struct btrfs_bio___iopath {
+	void *end_io;
+	void *private;
+	struct bio bio;
+} __attribute__((preserve_access_index));
+
+struct btrfs_io_context___iopath {
+	struct bio *orig_bio;
+} __attribute__((preserve_access_index));
+
+struct btrfs_io_stripe___iopath {
+	struct btrfs_io_context___iopath *bioc;
+} __attribute__((preserve_access_index));
+
+struct btrfs_dio_private___iopath {
+	struct bio bio;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool btrfs_end_io(__u64 end_io)
+{
+	return end_io &&
+	       (end_io == targ_btrfs_simple_end_io || end_io == targ_btrfs_orig_write_end_io ||
+		end_io == targ_btrfs_clone_write_end_io);
+}
+
+/* The iomap_dio a btrfs device bio (bi_end_io one of btrfs's: btrfs_end_io) carries out, as a
+ * number (0: not a direct I/O's). Not inlined: every bio owner's caller would grow by it. */
+static __noinline __u64 btrfs_dio_of(__u64 bio_addr, __u64 end_io)
+{
+	struct bio *bio = (void *)bio_addr;
+	struct btrfs_bio___iopath *bb;
+	__u64 off, done;
+
+	if (!bpf_core_type_exists(struct btrfs_bio___iopath) || !bio)
+		return 0;
+	/* A mirrored write's copy for another device: the stripe leads to the original. */
+	if (end_io == targ_btrfs_clone_write_end_io) {
+		struct btrfs_io_stripe___iopath *st = BPF_CORE_READ(bio, bi_private);
+
+		bio = BPF_CORE_READ(st, bioc, orig_bio);
+	}
+	off = bpf_core_field_offset(struct btrfs_bio___iopath, bio);
+	bb = (void *)((char *)bio - off);
+	done = (__u64)BPF_CORE_READ(bb, end_io);
+	/* A part split off: the btrfs_bio it came from holds the I/O. */
+	if (!done) {
+		bb = BPF_CORE_READ(bb, private);
+		done = (__u64)BPF_CORE_READ(bb, end_io);
+	}
+	if (done && done == targ_btrfs_dio_end_io)
+		return (__u64)BPF_CORE_READ(bb, private);
+	if (done && done == targ_btrfs_end_dio_bio &&
+	    bpf_core_field_exists(struct btrfs_dio_private___iopath, bio)) {
+		struct btrfs_dio_private___iopath *dip = BPF_CORE_READ(bb, private);
+
+		return (__u64)BPF_CORE_READ(dip, bio.bi_private);
+	}
+	return 0;
+}
+
 /* The bio a clone or split came from (NULL: no clone iopath knows). `*stacked` is set when the
  * hop crossed a stacked device (a split stays on its device). */
 static __always_inline struct bio *bio_parent(struct bio *bio, __u64 end_io, bool *stacked)
@@ -155,10 +224,17 @@ static __always_inline __u64 io_owner_of_bio(struct bio *bio, __u32 *disc, bool 
 	*root = bio;
 	/* The request's own instance: its bio, unless several bios share one dio. */
 	*inst = (__u64)bio;
-	if (end_io == targ_iomap_end_io) {
-		struct iomap_dio *dio = BPF_CORE_READ(bio, bi_private);
-		struct kiocb *iocb = BPF_CORE_READ(dio, iocb);
-		__u64 done = (__u64)BPF_CORE_READ(iocb, ki_complete);
+	if (end_io == targ_iomap_end_io || btrfs_end_io(end_io)) {
+		struct iomap_dio *dio = end_io == targ_iomap_end_io
+					    ? BPF_CORE_READ(bio, bi_private)
+					    : (void *)btrfs_dio_of((__u64)bio, end_io);
+		struct kiocb *iocb;
+		__u64 done;
+
+		if (!dio)
+			return 0;
+		iocb = BPF_CORE_READ(dio, iocb);
+		done = (__u64)BPF_CORE_READ(iocb, ki_complete);
 
 		/* A freed dio's address is soon another's: its file position tells them apart
 		 * (top's instances only: a probe read a trace's issue and completion need not pay).
@@ -192,6 +268,43 @@ static __always_inline __u64 io_owner_of_bio(struct bio *bio, __u32 *disc, bool 
 	if (end_io == targ_bio_wait_end_io && !(CURRENT_FLAGS() & (PF_WQ_WORKER | PF_IO_WORKER)))
 		return bpf_get_current_task();
 	return 0;
+}
+
+/* io-wq's worker (io_uring/io-wq.c): the work it runs is a request's io_wq_work. */
+struct io_worker___iopath {
+	struct io_wq_work *cur_work;
+} __attribute__((preserve_access_index));
+
+struct task_struct___worker {
+	void *worker_private;
+} __attribute__((preserve_access_index));
+
+/*
+ * The I/O the current thread is carrying out, for a bio no end_io leads back to (0: none): the
+ * request an io-wq worker runs (its worker's cur_work, 6.0+: worker_private), else the thread's
+ * own sync direct I/O (keyed by the task; a slot exists only while such a call is in flight). A
+ * file system that sends a direct I/O another way queues its bios from that thread: btrfs writes
+ * O_DIRECT data to a checksummed file through the page cache and flushes it in the call (kernel
+ * commit 968f19c5b1b7: 26046 of 26046 psync writes here, one writeback bio each). The key is the
+ * route's own (an io_kiocb's address, the task's), disc 0. Not inlined: on_bio_queue is at the
+ * compat build's budget.
+ */
+static __noinline __u64 io_key_of_thread(void)
+{
+	struct task_struct *task = (void *)bpf_get_current_task();
+	struct io_worker___iopath *w;
+	struct io_wq_work *work;
+
+	if (!(BPF_CORE_READ(task, flags) & PF_IO_WORKER))
+		return (__u64)task;
+	if (!bpf_core_field_exists(struct task_struct___worker, worker_private) ||
+	    !bpf_core_type_exists(struct io_worker___iopath))
+		return 0;
+	w = BPF_CORE_READ((struct task_struct___worker *)task, worker_private);
+	work = BPF_CORE_READ(w, cur_work);
+	if (!work)
+		return 0;
+	return (__u64)work - bpf_core_field_offset(struct io_kiocb, work);
 }
 
 /* The key of the I/O a bio belongs to (io_owner_of_bio). iopath top and serve also count every

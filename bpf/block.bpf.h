@@ -66,9 +66,18 @@ static __always_inline int bio_queue(struct bio *bio, bool btf)
 			count(C_BIOS_UNTAGGED, 1);
 		return 0;
 	}
-	/* --lean, top / serve's default: no syscall hook marks a call, so the task's context has
-	 * nothing to say here. */
-	t = (targ_lean || targ_claim_at_bio) ? NULL : task_ctx(false);
+	/* --lean (direct I/O only): a bio of the generator's that no I/O owns is one its direct
+	 * I/O's file system sent another way (btrfs's buffered fallback for writes): counted, so
+	 * the report never calls its I/Os page-cache hits. A map lookup for such bios only. */
+	if (targ_lean) {
+		wb_bio_queue(bio, false);
+		if (!on_bio_queue(bio, false, btf) && tgid_traced(bpf_get_current_pid_tgid() >> 32))
+			count(C_BIOS_UNTAGGED, 1);
+		return 0;
+	}
+	/* top / serve's default: no syscall hook marks a call, so the task's context has nothing
+	 * to say here. */
+	t = targ_claim_at_bio ? NULL : task_ctx(false);
 	wb_bio_queue(bio,
 		     t && t->in_sys &&
 			 (t->buffered == PC_SYNC || (t->buffered == PC_WRITE && t->sync_write)));

@@ -192,6 +192,15 @@ static __always_inline bool on_bio_queue(struct bio *bio, bool claim, bool btf)
 
 	key = io_key_of_bio_inst(bio, &disc, &stacked, &aio, &root, &inst);
 	s = key ? ios_find(key, disc) : NULL;
+	/* A trace: a bio of no I/O's end_io, queued by the thread carrying one out (its own direct
+	 * I/O's bios sent another way). Never an io_uring request on a buffered file's readahead:
+	 * those stay the page cache's (RF_CACHED). */
+	if (!key && !targ_top) {
+		key = io_key_of_thread();
+		s = key ? ios_find(key, 0) : NULL;
+		if (s && (s->r.mode & RF_CACHED))
+			s = NULL;
+	}
 	now = 0;
 	if (targ_top && s && (s->r.mode & RF_AT_BIO) && at_bio_stale(s, bio, root, inst)) {
 		/* A leftover whose end was never seen (a completion the probes missed): counted,
@@ -361,6 +370,37 @@ static __always_inline bool walk_rq(struct bio *first, struct bio *next, __u64 n
 }
 
 /*
+ * A trace: a linked bio ended with no request (a request's bios are released at its completion).
+ * With no request ever issued for the I/O, its bios went to a bio-based device (zram, brd, pmem:
+ * the driver does the work in submit_bio, no request, no block_rq_* event): the device phase runs
+ * from the bio's queueing (a clone's on a stacked device) to this end. Otherwise, or once that is
+ * set, a stacked device's top bio ended: its completion work ends here.
+ */
+static __always_inline void bio_based_end(struct io_slot *s, struct bio *bio, __u64 now)
+{
+	if (!s->r.issue_ts || (s->r.mode & RF_BIO_BASED))
+		/* zram, brd and pmem walk a copy of the bio's iterator: its size is still whole. */
+		s->r.bytes += BPF_CORE_READ(bio, bi_iter.bi_size);
+	if (!s->r.issue_ts) {
+		s->r.issue_ts = ((s->r.mode & RF_STACKED) && s->lower_queue_ts) ? s->lower_queue_ts
+										: s->r.queue_ts;
+		s->r.complete_ts = now;
+		s->r.mode |= RF_BIO_BASED;
+		s->nrq++;
+		return;
+	}
+	if (s->r.mode & RF_STACKED) {
+		if (!s->top_end_ts)
+			s->top_end_ts = now;
+		return;
+	}
+	/* A further bio of a bio-based device's I/O (a split): the device phase ends at the last.
+	 */
+	if ((s->r.mode & RF_BIO_BASED) && now > s->r.complete_ts)
+		s->r.complete_ts = now;
+}
+
+/*
  * A bio ended (block_bio_complete). It fires for a bio no request carried: a stacked device's top
  * bio (dm, md), a bio-based device's (zram); a request's bios were traced by its completion
  * (blk_update_request clears their flag). A trace attaches it only where stacked devices exist:
@@ -381,8 +421,7 @@ static __always_inline void on_bio_complete(struct bio *bio)
 	if (!s)
 		return;
 	if (!targ_top) {
-		if ((s->r.mode & RF_STACKED) && !s->top_end_ts)
-			s->top_end_ts = bpf_ktime_get_ns();
+		bio_based_end(s, bio, bpf_ktime_get_ns());
 		return;
 	}
 	bio_ended(s, bpf_ktime_get_ns());

@@ -67,6 +67,13 @@
  *    block layer charges the bio to: for a flusher's writeback, the cgroup that owns the
  *    inode's pages (cgroup v2 writeback), not the kworker's. bi_blkg exists only with
  *    CONFIG_BLK_CGROUP, and is NULL for a bio not associated yet (0 then: unknown).
+ * 23. btrfs sends its bios through fs/btrfs/bio.c (btrfs_simple_end_io and the mirrored write's
+ *    two ends) from 6.1 (Debian's 6.1 has it; Christoph Hellwig's "btrfs: split submit_bio"
+ * series); 5.10's btrfs_map_bio is another design, not followed (bio_owner.bpf.h gives 0: "not
+ *    linked"). Its direct I/O is iomap's bio inside a btrfs_bio, end_io btrfs_dio_end_io and
+ *    private the iomap_dio, from 6.3 ("btrfs: pass the iomap bio to btrfs_submit_bio"); on 6.1
+ *    btrfs clones it, end_io btrfs_end_dio_bio and private the btrfs_dio_private whose `bio` is
+ *    iomap's (its field is `bbio` since). Module types: read behind bpf_core_type_exists().
  */
 #ifndef IOPATH_CORE_FIXES_BPF_H
 #define IOPATH_CORE_FIXES_BPF_H

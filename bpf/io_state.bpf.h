@@ -288,6 +288,8 @@ static __always_inline bool io_close(struct io_record *r, __u64 cgroup, bool alo
 		count_route(RK_HIPRI, write);
 	if (r->mode & RF_STACKED)
 		count_route(RK_STACKED, write);
+	if (r->mode & RF_BIO_BASED)
+		count_route(RK_BIO_BASED, write);
 	/* The span starts at the first I/O that reached a device, not at the first read of any
 	 * file (a traced command's loader reads its libraries through the page cache). */
 	span = bpf_map_lookup_elem(&spans, &zero);

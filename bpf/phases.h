@@ -243,14 +243,16 @@ enum route_flag {
 	RF_THROTTLED = 1 << 18, /* bio queued later by a kworker (blk-throttle) */
 	RF_SPLIT = 1 << 19,	/* issued as more than one request (split bios) */
 	RF_WRITE = 1 << 20,
-	RF_HIPRI = 1 << 21,   /* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
-	RF_NO_REAP = 1 << 22, /* closed when posted: the reap is not visible to any probe */
-	RF_STACKED = 1 << 23, /* went through a stacked device: its bios were cloned (dm, md) */
-	RF_CACHED = 1 << 24,  /* io_uring on a buffered file: the page cache, no bio of its own */
-	RF_INLINE = 1 << 25,  /* ... completed inside the submitting io_uring_enter */
-	RF_AT_BIO = 1 << 26,  /* top / serve without syscall hooks: claimed at its first bio and
-			       * closed when its last bio ended; submission and completion not
-			       * timed */
+	RF_HIPRI = 1 << 21,	/* RWF_HIPRI (preadv2/pwritev2): polled sync I/O */
+	RF_NO_REAP = 1 << 22,	/* closed when posted: the reap is not visible to any probe */
+	RF_STACKED = 1 << 23,	/* went through a stacked device: its bios were cloned (dm, md) */
+	RF_CACHED = 1 << 24,	/* io_uring on a buffered file: the page cache, no bio of its own */
+	RF_INLINE = 1 << 25,	/* ... completed inside the submitting io_uring_enter */
+	RF_AT_BIO = 1 << 26,	/* top / serve without syscall hooks: claimed at its first bio and
+				 * closed when its last bio ended; submission and completion not
+				 * timed */
+	RF_BIO_BASED = 1 << 27, /* its bios went to a bio-based device (zram, brd, pmem): no
+				 * request; the device phase is the bio's queueing to its end */
 };
 #define MODE_MASK 0xffff
 
@@ -267,7 +269,8 @@ enum route_kind {
 	RK_STACKED = 8,	      /* likewise */
 	RK_PAGECACHE = 9,     /* buffered read/write of a file: through the page cache */
 	RK_URING_CACHED = 10, /* io_uring read/write of a buffered file */
-	NR_ROUTE_KINDS = 11,
+	RK_BIO_BASED = 11,    /* also counted under its submit route */
+	NR_ROUTE_KINDS = 12,
 };
 #define NR_ROUTE_KEYS (NR_ROUTE_KINDS * 2)
 

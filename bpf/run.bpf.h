@@ -52,6 +52,13 @@ const volatile __u64 targ_raid1_read_end_io = 0;
 const volatile __u64 targ_raid1_write_end_io = 0;
 const volatile __u64 targ_md_clone_end_io = 0;
 
+/* ... and btrfs's (fs/btrfs/bio.c; module symbols: 0 while btrfs is not loaded). */
+const volatile __u64 targ_btrfs_simple_end_io = 0;
+const volatile __u64 targ_btrfs_orig_write_end_io = 0;
+const volatile __u64 targ_btrfs_clone_write_end_io = 0;
+const volatile __u64 targ_btrfs_dio_end_io = 0;
+const volatile __u64 targ_btrfs_end_dio_bio = 0;
+
 /* block_bio_queue(request_queue, bio): kernels before 5.11 (hooks.rs, from the kernel's BTF). */
 const volatile bool targ_bio_queue_q = false;
 

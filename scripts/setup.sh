@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build: compiler, libbpf's link deps, clang for BPF. Tests: e2fsprogs/util-linux (mkfs, losetup,
-# chattr, setpriv), fio (the --pid tests and benchmarks; python3-six for its fio2gnuplot, which
+# chattr, setpriv), xfsprogs and btrfs-progs (the file-system matrix's mkfs), fio (the --pid tests and benchmarks; python3-six for its fio2gnuplot, which
 # reads our --log-prefix logs in a test), perf (flamegraph interop). Flamegraphs:
 # libc6-dbg, so libc's internal frames (start_thread) have names. HTML report tests: chromium
 # (renders and prints the pages), poppler-utils (pdftoppm, pdftotext: reads the printed PDF).
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 # `iopath serve`), python3-protobuf (reads the Perfetto trace with its own protobuf runtime), Go
 # (`go tool pprof` reads the profiles; Debian's golang-go where no Go is installed).
 PKGS=(build-essential pkg-config libelf-dev zlib1g-dev clang llvm clang-format bpftool
-      e2fsprogs util-linux fio python3-six bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 python3-venv curl ca-certificates
+      e2fsprogs xfsprogs btrfs-progs util-linux fio python3-six bpftrace strace linux-perf libc6-dbg chromium poppler-utils python3 python3-venv curl ca-certificates
       sqlite3 postgresql-15 tmux prometheus python3-yaml man-db groff-base bash-completion)
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || PKGS+=(golang-go)
 missing=()

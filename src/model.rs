@@ -13,7 +13,7 @@ pub const NR_COUNTERS: usize = 70;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
 /// `NR_ROUTE_KINDS` and `NR_SYSCALL_SLOTS` of bpf/phases.h.
-pub const NR_ROUTE_KINDS: usize = 11;
+pub const NR_ROUTE_KINDS: usize = 12;
 pub const NR_SYSCALL_SLOTS: usize = 512;
 /// `NR_SLOTS` of bpf/phases.h: the per-I/O tables' slots.
 pub const NR_SLOTS: usize = 1 << 16;
@@ -96,6 +96,8 @@ pub enum RouteKind {
     PageCache = 9,
     /// io_uring reads and writes of buffered files.
     UringCached = 10,
+    /// A bio-based device's (zram, brd, pmem): no request, the device phase is the driver's work.
+    BioBased = 11,
 }
 
 impl RouteKind {
@@ -111,6 +113,7 @@ impl RouteKind {
         RouteKind::Stacked,
         RouteKind::PageCache,
         RouteKind::UringCached,
+        RouteKind::BioBased,
     ];
 
     /// The report's name for it.
@@ -127,6 +130,7 @@ impl RouteKind {
             RouteKind::Stacked => "stacked device (dm, md)",
             RouteKind::PageCache => "page cache (buffered)",
             RouteKind::UringCached => "io_uring on a buffered file (page cache)",
+            RouteKind::BioBased => "bio-based device (no request: device = the driver's own work)",
         }
     }
 }

@@ -101,7 +101,7 @@ impl Feature {
             Feature::Syscalls => "syscall routes (io_uring_enter, libaio, sync I/O, buffered calls)",
             Feature::Uring => "io_uring requests",
             Feature::UringAsync => "io_uring io-wq sub-phase",
-            Feature::Stacked => "stacked devices (dm, md)",
+            Feature::Stacked => "stacked and bio-based devices (dm, md; zram, brd, pmem)",
             Feature::PageCacheExtras => "page cache merges, splits and readahead",
             Feature::Journal => "journal commits in sync calls (jbd2)",
             Feature::Writeback => "writeback attribution",
@@ -293,10 +293,21 @@ pub const STACK_SYMBOLS: &[Symbol] = &[
     Symbol { role: "md_clone_end_io", names: &["md_end_clone_io", "md_end_io_acct"] },
 ];
 
+/// btrfs's bio end_io functions and its direct I/O's btrfs_bio end_io (module symbols: present
+/// while btrfs is loaded; core_fixes.bpf.h #23).
+pub const FS_SYMBOLS: &[Symbol] = &[
+    Symbol { role: "btrfs_simple_end_io", names: &["btrfs_simple_end_io"] },
+    Symbol { role: "btrfs_orig_write_end_io", names: &["btrfs_orig_write_end_io"] },
+    Symbol { role: "btrfs_clone_write_end_io", names: &["btrfs_clone_write_end_io"] },
+    Symbol { role: "btrfs_dio_end_io", names: &["btrfs_dio_end_io"] },
+    // 6.1: btrfs's clone of iomap's bio.
+    Symbol { role: "btrfs_end_dio_bio", names: &["btrfs_end_dio_bio"] },
+];
+
 /// Every kernel symbol the facts look for: the bio owners' and stacked devices' end_io functions
 /// (their roles' every name) and the function probes' targets, all from the table.
 pub fn symbols() -> Vec<&'static str> {
-    let roles = OWNER_SYMBOLS.iter().chain(STACK_SYMBOLS).flat_map(|s| s.names.iter().copied());
+    let roles = OWNER_SYMBOLS.iter().chain(STACK_SYMBOLS).chain(FS_SYMBOLS).flat_map(|s| s.names.iter().copied());
     let funcs = HOOKS.iter().flat_map(|h| h.func.iter().copied());
     let mut names: Vec<&'static str> = roles.chain(funcs).collect();
     names.sort_unstable();
@@ -490,7 +501,7 @@ pub const HOOKS: &[HookSpec] = &[
         "block:block_bio_complete",
         "block",
         Stacked,
-        "a bio ended: the top bio of a stacked device (where dm or md is loaded)",
+        "a bio ended: a stacked device's top bio (dm, md), a bio-based device's (zram, brd, pmem); a request's bios never fire it",
         [tp("block_bio_complete", &[btf(P, "bio_complete_btf"), raw(P, "bio_complete_raw")])]
     ),
     hook!(
@@ -876,6 +887,11 @@ mod tests {
             "raid1_end_write_request",
             "md_end_clone_io",
             "md_end_io_acct",
+            "btrfs_simple_end_io",
+            "btrfs_orig_write_end_io",
+            "btrfs_clone_write_end_io",
+            "btrfs_dio_end_io",
+            "btrfs_end_dio_bio",
             "nvme_queue_rq",
             "__x64_sys_pread64",
             "__x64_sys_pwrite64",

@@ -238,7 +238,8 @@ mod mirrors {
         route_kind::RK_HIPRI => Hipri,
         route_kind::RK_STACKED => Stacked,
         route_kind::RK_PAGECACHE => PageCache,
-        route_kind::RK_URING_CACHED => UringCached
+        route_kind::RK_URING_CACHED => UringCached,
+        route_kind::RK_BIO_BASED => BioBased
     );
     const _: () = assert!(ud_bits::UD_SLOT_BITS.0 == crate::loadgen::UD_SLOT_BITS);
     const _: () = assert!(wb_why::NR_WB_WHY.0 as usize == crate::model::NR_WB_WHY);

@@ -23,7 +23,7 @@ pub fn open_phases<'obj>(
     ksyms: &std::collections::HashMap<String, u64>,
     plan: &Plan,
 ) -> Result<super::phases_skel::OpenPhasesSkel<'obj>> {
-    use super::hooks::{Flavour, OWNER_SYMBOLS, STACK_SYMBOLS};
+    use super::hooks::{Flavour, FS_SYMBOLS, OWNER_SYMBOLS, STACK_SYMBOLS};
     super::flavour::set(plan.flavour);
     let mut p_open = PhasesSkelBuilder::default().open(store).context("opening the phases BPF object")?;
     let addr = |syms: &[super::hooks::Symbol], role: &str| super::hooks::symbol_addr(syms, role, ksyms);
@@ -56,6 +56,11 @@ pub fn open_phases<'obj>(
         ro.targ_raid1_read_end_io = addr(STACK_SYMBOLS, "raid1_read_end_io");
         ro.targ_raid1_write_end_io = addr(STACK_SYMBOLS, "raid1_write_end_io");
         ro.targ_md_clone_end_io = addr(STACK_SYMBOLS, "md_clone_end_io");
+        ro.targ_btrfs_simple_end_io = addr(FS_SYMBOLS, "btrfs_simple_end_io");
+        ro.targ_btrfs_orig_write_end_io = addr(FS_SYMBOLS, "btrfs_orig_write_end_io");
+        ro.targ_btrfs_clone_write_end_io = addr(FS_SYMBOLS, "btrfs_clone_write_end_io");
+        ro.targ_btrfs_dio_end_io = addr(FS_SYMBOLS, "btrfs_dio_end_io");
+        ro.targ_btrfs_end_dio_bio = addr(FS_SYMBOLS, "btrfs_end_dio_bio");
         ro.targ_bio_queue_q = plan.bio_queue_q;
     }
     // Each build leaves the other's maps empty: task storage does not exist before 5.11, and

@@ -421,6 +421,11 @@ impl Report {
         let total = t.ctx_voluntary + t.ctx_involuntary;
         let wait = self.reap_wait_ns.as_ref().map(crate::aggregate::PhaseStats::from);
         let mut t = crate::aggregate::with_reap_from_ring(t, wait);
+        if let (Some(job), Some(target)) = (&self.job, &self.target) {
+            if job.direct && target.kind == "file" {
+                t.direct_fs = Some(target.fs_type.clone());
+            }
+        }
         t.reconciliation = Some(crate::aggregate::reconcile(&t, self.lat_ns.mean));
         if let (Some(sc), Some(app)) = (t.sync_calls.as_mut(), &self.sync_lat_ns) {
             sc.app_mean_ns = Some(app.mean);
