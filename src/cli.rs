@@ -459,6 +459,11 @@ pub struct DoctorArgs {
     /// (doctor makes no I/O: run it under load). 0: only what sysfs says to expect.
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     pub stamps: f64,
+    /// Also try each file system this kernel and its mkfs offer (ext4, xfs, btrfs, f2fs): made
+    /// on a scratch loop device of its own, its direct reads and writes traced; lists the ones
+    /// followed here and why the others are not. Needs root; leaves nothing behind.
+    #[arg(long)]
+    pub filesystems: bool,
 }
 
 /// The workload, fio-style. Shared by `run` and `trace`.

@@ -827,9 +827,17 @@ fn iommu_cause(c: &Comparison) -> Option<String> {
     out
 }
 
-/// The devices' settings, NVMe poll queues, the kernel, the CPU's mitigations and governor.
+/// The target's file system, the devices' settings, NVMe poll queues, the kernel, the CPU's
+/// mitigations and governor.
 fn setting_causes(c: &Comparison) -> Vec<String> {
     let mut out = Vec::new();
+    let fs: Vec<String> = changed(c, |k| k.starts_with("filesystem."))
+        .iter()
+        .map(|x| format!("{} {} -> {}", x.key.trim_start_matches("filesystem."), x.before, x.after))
+        .collect();
+    if !fs.is_empty() {
+        out.push(format!("the file system changed: {}", fs.join("; ")));
+    }
     for x in changed(c, |k| k.starts_with("devices.") && k.ends_with(".scheduler")) {
         out.push(format!("I/O scheduler of {} changed {} -> {}", device_of(&x.key), x.before, x.after));
     }
@@ -1218,6 +1226,26 @@ mod tests {
         assert_eq!(c.causes[0], "I/O scheduler of loop0 changed none -> bfq");
         assert!(c.verdict.contains("Likely cause: I/O scheduler of loop0 changed none -> bfq."), "{}", c.verdict);
         assert!(c.verdict.contains("x2.5"), "the block phase's relative growth: {}", c.verdict);
+    }
+
+    #[test]
+    fn a_file_system_change_is_named_first() {
+        let mut b = side([1800.0, 1800.0, 15_800.0, 13_000.0], 30_000.0);
+        let mut a = side([1900.0, 1800.0, 15_800.0, 40_000.0], 20_000.0);
+        b.config.insert("filesystem.type".into(), "ext4".into());
+        a.config.insert("filesystem.type".into(), "btrfs".into());
+        b.config.insert("filesystem.options".into(), "rw,relatime - rw".into());
+        a.config.insert("filesystem.options".into(), "rw,relatime - rw,space_cache=v2,subvolid=5,subvol=/".into());
+        let c = compare(&b, &a);
+        assert_eq!(
+            c.causes[0],
+            "the file system changed: options rw,relatime - rw -> rw,relatime - rw,space_cache=v2,subvolid=5,subvol=/; \
+             type ext4 -> btrfs"
+        );
+        // Known on one side only (an older report): unknown, never a change.
+        b.config.remove("filesystem.type");
+        b.config.remove("filesystem.options");
+        assert!(!compare(&b, &a).causes.iter().any(|x| x.contains("file system")));
     }
 
     #[test]

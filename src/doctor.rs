@@ -73,6 +73,9 @@ pub struct Doctor {
     /// that long (the one-hook tier's check window, for real); None without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stamps_checked: Option<StampsChecked>,
+    /// `--filesystems`: each file system's direct I/O traced on a scratch image (None without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filesystems: Option<Vec<crate::fs_trials::FsTrial>>,
 }
 
 /// doctor --stamps: the verdicts a check window reached, per disk that did I/O in it.
@@ -295,6 +298,7 @@ pub fn examine(roots: &SysRoots) -> Doctor {
         always_on: always,
         one_hook,
         stamps_checked: None,
+        filesystems: None,
     }
 }
 
@@ -372,6 +376,9 @@ pub fn render_text(d: &Doctor, w: &mut impl Write) -> io::Result<()> {
     render_access(d, w)?;
     render_plan(d, w)?;
     render_devices(d, w)?;
+    if let Some(t) = &d.filesystems {
+        crate::fs_trials::render(t, w)?;
+    }
     render_verdict(d, w)
 }
 

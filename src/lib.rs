@@ -6,6 +6,7 @@ pub mod compare;
 pub mod doctor;
 pub mod events;
 pub mod flame;
+pub mod fs_trials;
 pub mod hist;
 pub mod hook_names;
 pub mod input;

@@ -618,6 +618,7 @@ fn sweep_axes(a: &SweepArgs) -> Result<(Vec<iopath::sweep::Variant>, iopath::swe
         direct: parse_list("direct", &d.direct, boolish)?,
         batch_submit: sorted(parse_list("batch-submit", &d.batch_submit, count)?),
         batch_complete: sorted(parse_list("batch-complete", &d.batch_complete, count)?),
+        target_fs: target.iter().map(|t| loadgen::target::fs_type_at(t.path())).collect(),
         target,
     };
     Ok((variants, axes))
@@ -857,6 +858,13 @@ fn doctor_cmd(a: DoctorArgs) -> Result<ExitCode> {
     );
     if a.stamps > 0.0 && d.tracing_possible {
         doctor::check_stamps(&mut d, &roots, a.stamps);
+    }
+    if a.filesystems {
+        anyhow::ensure!(d.root, "--filesystems makes a loop device and mounts a file system on it: run it as root");
+        if d.tracing_possible {
+            let exe = std::env::current_exe().context("finding this iopath")?;
+            d.filesystems = Some(iopath::fs_trials::try_all(&exe));
+        }
     }
     if a.facts {
         print(|w| {

@@ -117,6 +117,9 @@ pub struct Axes {
     pub batch_complete: Vec<u32>,
     /// Targets (files or devices); empty: the job's default scratch file.
     pub target: Vec<Target>,
+    /// Each target's file system, in `target`'s order (None: a device, or unknown): a sweep over
+    /// files on ext4, xfs and btrfs labels its points by it.
+    pub target_fs: Vec<Option<String>>,
 }
 
 /// The numeric axes, in the order one is chosen as a chart's x axis.
@@ -154,8 +157,15 @@ impl Axes {
     /// Every point, engine-major then queue depth then the rest (with only engine x queue depth
     /// swept, the order and so a seed's plan are those of earlier sweeps).
     pub fn points(&self) -> Vec<Coord> {
-        let targets: Vec<Option<Target>> =
-            if self.target.is_empty() { vec![None] } else { self.target.iter().cloned().map(Some).collect() };
+        let targets: Vec<(Option<Target>, Option<String>)> = if self.target.is_empty() {
+            vec![(None, None)]
+        } else {
+            self.target
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (Some(t.clone()), self.target_fs.get(i).cloned().flatten()))
+                .collect()
+        };
         let mut out = Vec::new();
         for v in &self.engine {
             for &qd in &self.qd {
@@ -165,7 +175,7 @@ impl Axes {
                             for &direct in &self.direct {
                                 for &batch_submit in &self.batch_submit {
                                     for &batch_complete in &self.batch_complete {
-                                        for target in &targets {
+                                        for (target, target_fs) in &targets {
                                             out.push(Coord {
                                                 variant: v.clone(),
                                                 qd,
@@ -176,6 +186,7 @@ impl Axes {
                                                 batch_submit,
                                                 batch_complete,
                                                 target: target.clone(),
+                                                target_fs: target_fs.clone(),
                                             });
                                         }
                                     }
@@ -224,6 +235,9 @@ pub struct Coord {
     pub batch_complete: u32,
     /// None: the job's default target.
     pub target: Option<Target>,
+    /// The target's file system, named in its label (None: a device, the default, or unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_fs: Option<String>,
 }
 
 impl Coord {
@@ -238,7 +252,11 @@ impl Coord {
             "direct" => if self.direct { "direct" } else { "buffered" }.to_owned(),
             "batch_submit" => self.batch_submit.to_string(),
             "batch_complete" => self.batch_complete.to_string(),
-            "target" => self.target.as_ref().map_or("default".into(), |t| t.path().display().to_string()),
+            "target" => match (&self.target, &self.target_fs) {
+                (None, _) => "default".into(),
+                (Some(t), None) => t.path().display().to_string(),
+                (Some(t), Some(fs)) => format!("{} ({fs})", t.path().display()),
+            },
             _ => String::new(),
         }
     }
@@ -586,6 +604,7 @@ mod tests {
             batch_submit: vec![1],
             batch_complete: vec![1],
             target: Vec::new(),
+            target_fs: Vec::new(),
         }
     }
 
@@ -599,6 +618,19 @@ mod tests {
         sorted.sort_by_key(|p| (p.point, p.rep));
         let all: Vec<Planned> = (0..6).flat_map(|point| (1..=3).map(move |rep| Planned { point, rep })).collect();
         assert_eq!(sorted, all);
+    }
+
+    #[test]
+    fn files_on_several_file_systems_are_labelled_by_theirs() {
+        let mut a = axes("uring", &[16]);
+        a.target = ["/mnt/e/t.dat", "/mnt/b/t.dat"].iter().map(|p| Target::File(p.into())).collect();
+        a.target_fs = vec![Some("ext4".into()), Some("btrfs".into())];
+        let pts = a.points();
+        assert_eq!(pts[0].label(&a.swept()), "uring qd16 /mnt/e/t.dat (ext4)");
+        assert_eq!(pts[1].label(&a.swept()), "uring qd16 /mnt/b/t.dat (btrfs)");
+        // Unknown (a device, a path with nothing of it yet): the path alone.
+        a.target_fs = vec![None, None];
+        assert_eq!(a.points()[1].label(&a.swept()), "uring qd16 /mnt/b/t.dat");
     }
 
     #[test]

@@ -154,6 +154,21 @@ pub struct Config {
     /// the flushers start. Empty in reports made before they were captured: unknown.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub vm_dirty: std::collections::BTreeMap<String, String>,
+    /// The generator's target file's file system (None: a device, a traced command, or an older
+    /// report: unknown, never a change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<FileSystem>,
+}
+
+/// A file system as a report's configuration names it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FileSystem {
+    /// ext4, xfs, btrfs ... (/proc/self/mountinfo's type).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The mount's options, then the file system's ("rw,relatime - rw,space_cache=v2,subvol=/").
+    pub options: Option<String>,
 }
 
 /// A process's cgroup as it routes I/O: v1 blkio and v2 io controls, with their values.
@@ -361,6 +376,7 @@ pub fn capture(roots: &SysRoots, disks: &[String], pid: u32) -> Config {
         .filter_map(|k| Some(((*k).to_owned(), read_trim(&roots.proc.join("sys/vm").join(k))?)))
         .collect(),
         stack: device_stack(roots, disks),
+        filesystem: None,
     }
 }
 

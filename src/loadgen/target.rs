@@ -26,6 +26,11 @@ pub struct Prepared {
     /// Bytes in use: a whole number of blocks.
     pub size: u64,
     pub fs_type: String,
+    /// A file's mount options as /proc/self/mountinfo has them, the mount's own then the file
+    /// system's ("rw,relatime - rw,space_cache=v2,subvol=/"): what a report's configuration names
+    /// so `compare` can tell a file-system change (None: a device, or an older report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_options: Option<String>,
     /// The whole disk under the target (`vda`, `loop0`), when there is one.
     pub disk: Option<String>,
     /// Offset/length alignment O_DIRECT needs here.
@@ -208,7 +213,7 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
         }
     }
 
-    let (fs_type, dev) = mount_of(path)?;
+    let (fs_type, dev, mount_options) = mount_of(path)?;
     let disk = dev.and_then(|(maj, min)| sysconf::disk_of_devnum(&SysRoots::live(), maj, min));
     let (mem_align, offset_align) = dio_align(path, disk.as_deref());
     let in_memory = matches!(fs_type.as_str(), "tmpfs" | "ramfs");
@@ -217,6 +222,7 @@ fn prepare_file(job: &Job, path: &Path) -> Result<Prepared> {
         path: path.to_path_buf(),
         size,
         fs_type,
+        mount_options,
         disk,
         dio_offset_align: offset_align,
         dio_mem_align: mem_align,
@@ -337,7 +343,7 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
     let in_memory = backing
         .as_deref()
         .and_then(|b| mount_of(Path::new(b)).ok())
-        .is_some_and(|(fs, _)| fs == "tmpfs" || fs == "ramfs")
+        .is_some_and(|(fs, _, _)| fs == "tmpfs" || fs == "ramfs")
         || name.starts_with("zram")
         || name.starts_with("ram");
     let mut t = Prepared {
@@ -345,6 +351,7 @@ fn prepare_device(job: &Job, path: &Path) -> Result<Prepared> {
         path: path.to_path_buf(),
         size,
         fs_type: "block device".into(),
+        mount_options: None,
         disk: disk.or(Some(name)),
         dio_offset_align: lbs,
         dio_mem_align: lbs,
@@ -474,26 +481,49 @@ fn layout(path: &Path, from: u64, to: u64, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// The file system type and (for block-backed ones) the device number holding `path`.
-fn mount_of(path: &Path) -> Result<(String, Option<(u32, u32)>)> {
+/// The file system a file is on, or would be on once created (its nearest existing directory's);
+/// None for a block device or where nothing of the path exists.
+pub fn fs_type_at(path: &Path) -> Option<String> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let m = fs::metadata(existing).ok()?;
+    if std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()) {
+        return None;
+    }
+    mount_of(existing).ok().map(|(t, _, _)| t).filter(|t| t != "unknown")
+}
+
+/// A file system type, the device number under it (block-backed ones), its mount options.
+type MountOf = (String, Option<(u32, u32)>, Option<String>);
+
+/// The file system type, (for block-backed ones) the device number holding `path`, and its mount
+/// options ("<mount options> - <super options>", as in /proc/self/mountinfo).
+fn mount_of(path: &Path) -> Result<MountOf> {
     let real = fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))?;
     let info = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let mut best: Option<(usize, String)> = None;
+    let mut best: Option<(usize, String, String)> = None;
     for line in info.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let Some(sep) = f.iter().position(|&x| x == "-") else {
             continue;
         };
         let mnt = unescape_mount(f.get(4).copied().unwrap_or(""));
-        if (real.starts_with(&mnt)) && best.as_ref().is_none_or(|(l, _)| mnt.len() >= *l) {
-            best = Some((mnt.len(), f.get(sep + 1).copied().unwrap_or("?").to_owned()));
+        if (real.starts_with(&mnt)) && best.as_ref().is_none_or(|(l, _, _)| mnt.len() >= *l) {
+            // A subvolume's name is one iopath did not write: made visible here, where it is
+            // captured, as every such name (untrusted.rs).
+            let opts = crate::untrusted::visible(&format!(
+                "{} - {}",
+                f.get(5).copied().unwrap_or("?"),
+                f.get(sep + 3).copied().unwrap_or("?")
+            ))
+            .into_owned();
+            best = Some((mnt.len(), f.get(sep + 1).copied().unwrap_or("?").to_owned(), opts));
         }
     }
-    let fs_type = best.map(|(_, t)| t).unwrap_or_else(|| "unknown".into());
+    let (fs_type, mount) = best.map_or_else(|| ("unknown".into(), None), |(_, t, o)| (t, Some(o)));
     let st = fs::metadata(&real)?;
     let dev = std::os::unix::fs::MetadataExt::dev(&st);
     let (maj, min) = (libc::major(dev), libc::minor(dev));
-    Ok((fs_type, (maj != 0).then_some((maj, min))))
+    Ok((fs_type, (maj != 0).then_some((maj, min)), mount))
 }
 
 fn unescape_mount(s: &str) -> String {

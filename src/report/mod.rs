@@ -162,7 +162,14 @@ impl Captured {
 
     /// This machine now, for a generator run on `o`'s target.
     pub fn for_run(o: &Outcome) -> Captured {
-        Captured::live(&o.target.disk.iter().cloned().collect::<Vec<_>>(), std::process::id())
+        let mut c = Captured::live(&o.target.disk.iter().cloned().collect::<Vec<_>>(), std::process::id());
+        if o.target.kind == "file" {
+            c.config.filesystem = Some(crate::sysconf::FileSystem {
+                kind: o.target.fs_type.clone(),
+                options: o.target.mount_options.clone(),
+            });
+        }
+        c
     }
 }
 
