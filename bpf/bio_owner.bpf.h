@@ -66,6 +66,7 @@ struct md_io_acct___iopath {
 struct btrfs_bio___iopath {
 	void *end_io;
 	void *private;
+	struct work_struct end_io_work;
 	struct bio bio;
 } __attribute__((preserve_access_index));
 

@@ -98,6 +98,8 @@ static __always_inline struct io_slot *io_init(struct io_slot *s, __u64 key, __u
 	s->nvme_done_ts = 0;
 	s->lower_queue_ts = 0;
 	s->top_end_ts = 0;
+	s->fs_endio_ts = 0;
+	s->fs_endio_end_ts = 0;
 	s->cgroup = 0;
 	s->bios = 0;
 	s->inst = 0;
@@ -177,6 +179,12 @@ static __always_inline void io_route_subphases(struct io_slot *s)
 	if ((r->mode & RF_STACKED) && s->top_end_ts && r->complete_ts &&
 	    s->top_end_ts >= r->complete_ts)
 		record(PH_STACK_UP, s->top_end_ts - r->complete_ts);
+	/* targ_fs_endio is rodata: without the hooks the verifier drops this. */
+	if (targ_fs_endio && s->fs_endio_ts >= r->complete_ts &&
+	    s->fs_endio_end_ts >= s->fs_endio_ts) {
+		record(PH_FS_ENDIO_WAIT, s->fs_endio_ts - r->complete_ts);
+		record(PH_FS_ENDIO, s->fs_endio_end_ts - s->fs_endio_ts);
+	}
 }
 
 /* io_uring on a buffered file: no bio of its own. The kernel's part (submitted -> posted) and

@@ -18,6 +18,7 @@
  *   sched.bpf.h        context switches, run-queue waits, a buffered call's blocked time
  *   writeback.bpf.h    writeback of the traced processes' pages, journal commits
  *   nvme.bpf.h         the NVMe driver's view of the device phase
+ *   fs_endio.bpf.h     a file system's own end-io work inside completion (btrfs's checksums)
  * Kernel-version differences live in core_fixes.bpf.h and compat.bpf.h alone: the object is built
  * twice, as is and with IOPATH_COMPAT (build.rs checks the two skeletons equal).
  */
@@ -33,6 +34,7 @@
 #include "sched.bpf.h"
 #include "writeback.bpf.h"
 #include "nvme.bpf.h"
+#include "fs_endio.bpf.h"
 
 /* Makes the skeleton emit these types for the Rust side. */
 struct hist _hist = {};

@@ -125,7 +125,13 @@ enum phase {
 	/* SQPOLL: the application wrote the SQE between two looks at the SQ ring's tail; the I/O
 	 * starts at the first (PH_PICKUP runs from there), this is the bound's width. */
 	PH_SQ_RING = 54,
-	NR_PHASES = 55,
+	/* A file system's own end-io work inside COMPLETION (fs_endio.bpf.h; btrfs verifies a
+	 * read's checksums in its end-io workers before the I/O ends): FS_ENDIO_WAIT the last
+	 * request completed -> the worker started on it; FS_ENDIO the worker's run (checksums, then
+	 * the I/O's end). */
+	PH_FS_ENDIO_WAIT = 55,
+	PH_FS_ENDIO = 56,
+	NR_PHASES = 57,
 };
 
 /* Offsets of a buffered family's rows from its first phase (PH_PC_READ uses the first four). */
@@ -403,7 +409,8 @@ struct io_slot {
 	__u32
 	    cq_tail; /* posted, waiting in the CQ ring: ctx->cached_cq_tail at io_uring_complete */
 	__u32 pad2;
-	__u64 pad3[2];
+	__u64 fs_endio_ts;     /* btrfs: its end-io worker started on it (fs_endio.bpf.h) */
+	__u64 fs_endio_end_ts; /* ... and returned */
 };
 /* A whole number of cache lines (the tables are mmapable arrays: their values start on a page):
  * a slot shares none with its neighbours, in flight on other CPUs (176 bytes straddled them). */

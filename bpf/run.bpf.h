@@ -58,6 +58,10 @@ const volatile __u64 targ_btrfs_orig_write_end_io = 0;
 const volatile __u64 targ_btrfs_clone_write_end_io = 0;
 const volatile __u64 targ_btrfs_dio_end_io = 0;
 const volatile __u64 targ_btrfs_end_dio_bio = 0;
+/* btrfs's end-io work function (its read checksums), and whether fs_endio.bpf.h's hooks are
+ * attached (its sub-phases are recorded only then). */
+const volatile __u64 targ_btrfs_end_io_work = 0;
+const volatile bool targ_fs_endio = false;
 
 /* block_bio_queue(request_queue, bio): kernels before 5.11 (hooks.rs, from the kernel's BTF). */
 const volatile bool targ_bio_queue_q = false;

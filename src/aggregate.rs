@@ -67,6 +67,14 @@ pub struct Phases {
     /// md's completion; part of `completion`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacked_up: Option<PhaseStats>,
+    /// btrfs reads (where its end-io work is hooked): the last request completed -> btrfs's
+    /// end-io worker started on it (part of `completion`) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_endio_wait: Option<PhaseStats>,
+    /// ... and that worker's run: the read's data checksums verified, then the I/O ended (part of
+    /// `completion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_endio: Option<PhaseStats>,
     /// io_uring with the bundled generator: it queued the SQE (the stamp in its user_data) ->
     /// the io_uring_enter that submitted it. The application's own time before the kernel, a
     /// part of `phase_sum_mean_ns` of its own when present.
@@ -775,6 +783,8 @@ fn beyond_trace(p: &mut Phases, span_ns: u64) -> Vec<String> {
         ("throttled", &mut p.throttled),
         ("stacked_down", &mut p.stacked_down),
         ("stacked_up", &mut p.stacked_up),
+        ("fs_endio_wait", &mut p.fs_endio_wait),
+        ("fs_endio", &mut p.fs_endio),
         ("app_before_submit", &mut p.app_before_submit),
         ("tracer_reap", &mut p.tracer_reap),
         ("cq_ring_bound", &mut p.cq_ring_bound),
@@ -908,6 +918,8 @@ fn phases_of(raw: &RawTrace) -> Phases {
         throttled: opt(Phase::Throttled),
         stacked_down: opt(Phase::StackDown),
         stacked_up: opt(Phase::StackUp),
+        fs_endio_wait: opt(Phase::FsEndioWait),
+        fs_endio: opt(Phase::FsEndio),
         app_before_submit: opt(Phase::AppSubmit),
         tracer_reap: opt(Phase::TracerReap),
         cq_ring_bound: opt(Phase::Ring),

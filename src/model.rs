@@ -8,7 +8,7 @@ use crate::hist::{bucket_range_with, mean_of, quantile_of, LatSummary};
 /// Mirrors `bpf/phases.h`; the skeleton-type assertions in `probe` keep them in step.
 pub const HIST_SUB_BITS: u32 = 5;
 pub const HIST_SLOTS: usize = (40 - HIST_SUB_BITS as usize + 2) << HIST_SUB_BITS;
-pub const NR_PHASES: usize = 55;
+pub const NR_PHASES: usize = 57;
 pub const NR_COUNTERS: usize = 70;
 /// Why a writeback bio was written (`enum wb_why`): the kernel's 8 reasons, a sync call, other.
 pub const NR_WB_WHY: usize = 10;
@@ -78,6 +78,10 @@ pub enum Phase {
     Ring = 53,
     /// SQPOLL: the bound on when the application wrote the SQE to its ring (its width).
     SqRing = 54,
+    /// A file system's end-io work (btrfs: read checksums): the request completed -> its worker
+    /// started; the worker's run (both inside completion).
+    FsEndioWait = 55,
+    FsEndio = 56,
 }
 
 /// `enum route_kind` of bpf/phases.h: the routes map counts closed I/Os per kind and direction.

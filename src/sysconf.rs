@@ -325,6 +325,12 @@ pub fn device_stack(roots: &SysRoots, disks: &[String]) -> Vec<StackedDevice> {
         .collect()
 }
 
+/// Whether a file system of type `fs` is mounted (this process's mount namespace).
+pub fn mounted(roots: &SysRoots, fs: &str) -> bool {
+    fs::read_to_string(roots.proc.join("self/mountinfo"))
+        .is_ok_and(|m| m.lines().any(|l| l.split(" - ").nth(1).and_then(|r| r.split(' ').next()) == Some(fs)))
+}
+
 /// Captures the configuration for a run on `disks` (empty: every attached disk) by process
 /// `pid` (its cgroup's I/O controls).
 pub fn capture(roots: &SysRoots, disks: &[String], pid: u32) -> Config {

@@ -244,6 +244,7 @@ pub fn run(job: &Job, flags: &TraceFlags) -> Result<(Report, RawTrace)> {
         },
         lean,
         series: (!job.interval.is_zero()).then_some((job.interval, crate::probe::series::Start::Generator)),
+        fs_endio: target.fs_type == "btrfs",
         ..flags.opts()
     };
     let (outcome, raw) = session::trace(&opts, || loadgen::run_prepared(job, target))?;
@@ -583,6 +584,7 @@ pub fn run_external(what: External, duration: Option<Duration>, flags: &TraceFla
         irqs,
         tree: std::iter::once(pid).chain(children.iter().copied()).collect(),
         series: (!flags.interval.is_zero()).then_some((flags.interval, crate::probe::series::Start::Now)),
+        fs_endio: sysconf::mounted(&roots, "btrfs"),
         ..flags.opts()
     };
     // The cgroup now, while the process surely exists (a command may be gone by the report).

@@ -143,6 +143,48 @@ fn btrfs_direct_writes_through_its_cache_are_followed_or_named() {
     assert!(!why.contains("page-cache hits"), "{what}: a direct write called a page-cache hit: {why}");
 }
 
+/// btrfs verifies a read's checksums in its end-io workers: two sub-phases of completion, each
+/// read's worker found (bpftrace counts the same work items run), and inside completion.
+#[test]
+fn btrfs_read_checksums_are_a_sub_phase_of_completion() {
+    require_root();
+    let _serial = serial();
+    let f = fs("btrfs", "defaults");
+    let file = f.dir.join("t.dat");
+    let file = file.to_str().unwrap();
+    run_json(&["--file", file, "--size", "128m", "--ios", "1"]);
+    // btrfs's end-io work function, by either of its names (its address: this bpftrace cannot
+    // compare ksym() with a string).
+    let ksyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let work = ksyms
+        .lines()
+        .find(|l| l.ends_with(" simple_end_io_work") || l.ends_with(" btrfs_end_bio_work"))
+        .and_then(|l| l.split(' ').next())
+        .expect("btrfs's end-io work function in /proc/kallsyms");
+    let bt = BpfTrace::start(&format!(
+        "tracepoint:workqueue:workqueue_execute_start /(uint64)args->function == 0x{work}/ {{ @works = count(); }}"
+    ));
+    let (r, stat) = traced(&f.dev.0, file, &["--engine", "uring", "--qd", "16"]);
+    let works = bt.stop().get("works").copied().unwrap_or(0.0);
+    followed(&r, stat, false, "btrfs reads with their end-io work");
+    let p = &r["phases"];
+    let ios = p["total"]["count"].as_f64().unwrap();
+    let (wait, run) = (&p["fs_endio_wait"], &p["fs_endio"]);
+    assert!(run["count"].as_f64().unwrap_or(0.0) >= ios * 0.99, "end-io worker runs {run} for {ios} reads");
+    assert!(works >= run["count"].as_f64().unwrap(), "bpftrace saw {works} end-io work items, iopath {run}");
+    let part = wait["mean_ns"].as_f64().unwrap() + run["mean_ns"].as_f64().unwrap();
+    assert!(
+        part > 0.0 && part <= p["completion"]["mean_ns"].as_f64().unwrap(),
+        "{wait} + {run} vs {}",
+        p["completion"]
+    );
+    // Not on ext4: the hooks are not even attached there.
+    let e = fs("ext4", QUIET_EXT4);
+    let ef = e.dir.join("t.dat");
+    let (r, _) = traced(&e.dev.0, ef.to_str().unwrap(), &["--engine", "uring", "--qd", "16"]);
+    assert!(r["phases"]["fs_endio"].is_null(), "{}", r["phases"]);
+}
+
 /// A zram device of our own (hot_add), removed on drop.
 struct Zram(String);
 

@@ -531,6 +531,25 @@ fn route_share(r: &Value, key: &str) -> f64 {
     r["routes"].as_array().unwrap().iter().find(|x| x["key"] == key).map_or(0.0, |x| x["share"].as_f64().unwrap())
 }
 
+/// btrfs's direct reads (its btrfs_bio walked back to the iomap dio; 6.1 clones it, 6.3+ passes
+/// iomap's bio on) and a zram device (bio-based: no request) in the guest's kernel.
+fn btrfs_and_zram(kernel: &str, dir: &Path) {
+    let r = json(&dir.join("btrfs/report.json"));
+    let what = format!("{kernel} btrfs");
+    assert_eq!(r["target"]["fs_type"], "btrfs", "{what}");
+    assert_eq!(r["config"]["filesystem"]["type"], "btrfs", "{what}");
+    let corr = r["correlated_fraction"].as_f64().unwrap();
+    assert!(corr >= 0.99, "{what}: correlated {corr}; {}", r["reconciliation"]);
+    let ios = r["phases"]["total"]["count"].as_f64().unwrap();
+    let endio = r["phases"]["fs_endio"]["count"].as_f64().unwrap_or(0.0);
+    assert!(endio >= 0.99 * ios, "{what}: end-io worker {} of {ios}", r["phases"]["fs_endio"]);
+    let r = json(&dir.join("zram/report.json"));
+    let what = format!("{kernel} zram");
+    let corr = r["correlated_fraction"].as_f64().unwrap();
+    assert!(corr >= 0.99, "{what}: correlated {corr}; {}", r["reconciliation"]);
+    assert!(route_share(&r, "bio_based") >= 0.99, "{what}: {}", r["routes"]);
+}
+
 #[test]
 #[ignore = "needs scripts/vmtest results (IOPATH_VMTEST_RESULTS)"]
 fn stacked_devices_and_cgroup2() {
@@ -570,6 +589,7 @@ fn stacked_devices_and_cgroup2() {
             up.push(r["phases"]["stacked_up"]["mean_ns"].as_f64().unwrap());
         }
         one_hook_on_a_stacked_device(&kernel, &dir.join("dm-one-hook"));
+        btrfs_and_zram(&kernel, &dir);
         if let Some(level) = json(&dir.join("md-raid1/report.json"))["config"]["stack"][0]["md_level"].as_str() {
             assert_eq!(level, "raid1", "{kernel}");
         }

@@ -63,10 +63,13 @@ pub enum Feature {
     OnCpuStacks,
     /// Flamegraphs (--offcpu): the time each traced thread spent switched out, by stack.
     OffCpuStacks,
+    /// A file system's end-io work inside completion (btrfs verifies a read's checksums in its
+    /// end-io workers): the workqueue's start and end of that work, where the target is btrfs.
+    FsEndio,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 25] = [
+    pub const ALL: [Feature; 26] = [
         Feature::BlockCore,
         Feature::Syscalls,
         Feature::Uring,
@@ -92,6 +95,7 @@ impl Feature {
         Feature::StampsCheck,
         Feature::OnCpuStacks,
         Feature::OffCpuStacks,
+        Feature::FsEndio,
     ];
 
     /// How reports and doctor name it.
@@ -122,6 +126,7 @@ impl Feature {
             Feature::StampsCheck => "the stamps checked against hooked times, per device (top, serve)",
             Feature::OnCpuStacks => "on-CPU stacks for flamegraphs (cpu-clock samples)",
             Feature::OffCpuStacks => "off-CPU stacks for flamegraphs (sched_switch)",
+            Feature::FsEndio => "file systems' end-io work in completion (btrfs checksums)",
         }
     }
 
@@ -302,6 +307,8 @@ pub const FS_SYMBOLS: &[Symbol] = &[
     Symbol { role: "btrfs_dio_end_io", names: &["btrfs_dio_end_io"] },
     // 6.1: btrfs's clone of iomap's bio.
     Symbol { role: "btrfs_end_dio_bio", names: &["btrfs_end_dio_bio"] },
+    // The end-io work that verifies a read's checksums: renamed by 6.18.
+    Symbol { role: "btrfs_end_io_work", names: &["simple_end_io_work", "btrfs_end_bio_work"] },
 ];
 
 /// Every kernel symbol the facts look for: the bio owners' and stacked devices' end_io functions
@@ -517,6 +524,20 @@ pub const HOOKS: &[HookSpec] = &[
         BioEnd,
         "top and serve: a bio split to fit its device, its front part in flight as one more bio",
         [tp("block_split", &[btf(P, "bio_split_top_btf"), raw(P, "bio_split_top_raw")])]
+    ),
+    hook!(
+        "workqueue:workqueue_execute_start",
+        "workqueue",
+        FsEndio,
+        "btrfs's end-io worker starts on a read (its checksums; every other work item returns at once)",
+        [tp("workqueue_execute_start", &[btf(P, "fs_endio_start_btf"), raw(P, "fs_endio_start_raw")])]
+    ),
+    hook!(
+        "workqueue:workqueue_execute_end",
+        "workqueue",
+        FsEndio,
+        "... and returns: the read's checksums verified and the I/O ended",
+        [tp("workqueue_execute_end", &[raw(P, "fs_endio_end_raw")])]
     ),
     hook!(
         "block:block_rq_issue",
@@ -869,6 +890,7 @@ mod tests {
             "sched",
             "iommu",
             "dma",
+            "workqueue",
         ];
         groups.sort_unstable();
         assert_eq!(tracepoint_groups(), groups);
@@ -892,6 +914,8 @@ mod tests {
             "btrfs_clone_write_end_io",
             "btrfs_dio_end_io",
             "btrfs_end_dio_bio",
+            "simple_end_io_work",
+            "btrfs_end_bio_work",
             "nvme_queue_rq",
             "__x64_sys_pread64",
             "__x64_sys_pwrite64",

@@ -153,7 +153,9 @@ mod mirrors {
         phase::PH_UPC_REAP => UpcReap,
         phase::PH_UPC_ASYNC => UpcAsync,
         phase::PH_RING => Ring,
-        phase::PH_SQ_RING => SqRing
+        phase::PH_SQ_RING => SqRing,
+        phase::PH_FS_ENDIO_WAIT => FsEndioWait,
+        phase::PH_FS_ENDIO => FsEndio
     );
     mirror!(Counter, NR_COUNTERS, counter::NR_COUNTERS.0;
         counter::C_BIOS_UNTAGGED => BiosUntagged,

@@ -61,6 +61,8 @@ pub fn open_phases<'obj>(
         ro.targ_btrfs_clone_write_end_io = addr(FS_SYMBOLS, "btrfs_clone_write_end_io");
         ro.targ_btrfs_dio_end_io = addr(FS_SYMBOLS, "btrfs_dio_end_io");
         ro.targ_btrfs_end_dio_bio = addr(FS_SYMBOLS, "btrfs_end_dio_bio");
+        ro.targ_btrfs_end_io_work = addr(FS_SYMBOLS, "btrfs_end_io_work");
+        ro.targ_fs_endio = plan.is_on(super::hooks::Feature::FsEndio);
         ro.targ_bio_queue_q = plan.bio_queue_q;
     }
     // Each build leaves the other's maps empty: task storage does not exist before 5.11, and

@@ -73,6 +73,9 @@ pub struct TraceOpts {
     /// A lean trace keeps block_rq_issue attached throughout (`--issue-hook`) instead of
     /// trusting a checked io_start_time_ns (probe::issue_stamps).
     pub issue_hook: bool,
+    /// The I/O may be on btrfs (the generator's target is, or a btrfs is mounted for a traced
+    /// command): its end-io work's sub-phases are hooked.
+    pub fs_endio: bool,
 }
 
 impl TraceOpts {
@@ -97,6 +100,7 @@ impl TraceOpts {
             sync_syscalls: self.sync_syscalls,
             one_hook: self.one_hook,
             stacks: self.stacks.clone(),
+            fs_endio: self.fs_endio,
         }
     }
 }
@@ -178,6 +182,9 @@ pub struct PlanOptions {
     pub one_hook: bool,
     /// Stacks for flamegraphs (--flamegraph, --offcpu): the sampler's rows are wanted.
     pub stacks: Option<StackOpts>,
+    /// The trace's I/O may be on btrfs: its end-io work's sub-phases (the workqueue hooks fire
+    /// for every work item on the machine, so they attach only then).
+    pub fs_endio: bool,
 }
 
 /// IOPATH_BPF_BUILD=compat: load the compat build on a kernel that takes the modern one (how the

@@ -134,6 +134,9 @@ fn unused_why(h: &HookSpec, o: &PlanOptions, k: &KernelFacts) -> Option<String> 
         Feature::BioEnd if !o.top => {
             return Some("only for top and serve (a trace closes each I/O at its route's end)".into())
         }
+        Feature::FsEndio if !o.fs_endio || o.top => {
+            return Some("only when the traced I/O may be on btrfs (its end-io workers verify read checksums)".into())
+        }
         Feature::Stacked if o.top => {
             return Some("top and serve end every bio in the bio-end hook (stacked devices' too)".into())
         }

@@ -506,6 +506,13 @@ fn phase_rows(v: &View, w: &mut dyn Write) -> io::Result<()> {
     if let Some(s) = &p.stacked_up {
         row(w, "  stacked (up)", s, false)?;
     }
+    if let Some(s) = &p.fs_endio_wait {
+        row(w, "  end-io queued", s, false)?;
+    }
+    if let Some(s) = &p.fs_endio {
+        row(w, "  end-io worker", s, false)?;
+        writeln!(w, "      (btrfs: the device's completion -> its end-io worker, which verifies the read's checksums and ends it)")?;
+    }
     match &p.completion_posted {
         Some(posted) => row(w, "  posted", posted, false)?,
         None => writeln!(w, "    {:<16}{:>9}", "  posted", "n/a (posted inside the device completion: aio, sync I/O)")?,
