@@ -179,11 +179,19 @@ static __always_inline void io_route_subphases(struct io_slot *s)
 	if ((r->mode & RF_STACKED) && s->top_end_ts && r->complete_ts &&
 	    s->top_end_ts >= r->complete_ts)
 		record(PH_STACK_UP, s->top_end_ts - r->complete_ts);
-	/* targ_fs_endio is rodata: without the hooks the verifier drops this. */
-	if (targ_fs_endio && s->fs_endio_ts >= r->complete_ts &&
-	    s->fs_endio_end_ts >= s->fs_endio_ts) {
-		record(PH_FS_ENDIO_WAIT, s->fs_endio_ts - r->complete_ts);
-		record(PH_FS_ENDIO, s->fs_endio_end_ts - s->fs_endio_ts);
+	/* targ_fs_endio is rodata: without the hooks the verifier drops this. The worker hands the
+	 * I/O back before it returns, so a reap can close it first (1.8% of reads on 6.1 under
+	 * emulation): its run ends at its return or at the I/O's posting (else now, the close),
+	 * whichever came first. */
+	if (targ_fs_endio && s->fs_endio_ts && s->fs_endio_ts >= r->complete_ts) {
+		__u64 done = r->posted_ts ? r->posted_ts : bpf_ktime_get_ns();
+		__u64 wend =
+		    s->fs_endio_end_ts && s->fs_endio_end_ts < done ? s->fs_endio_end_ts : done;
+
+		if (wend >= s->fs_endio_ts) {
+			record(PH_FS_ENDIO_WAIT, s->fs_endio_ts - r->complete_ts);
+			record(PH_FS_ENDIO, wend - s->fs_endio_ts);
+		}
 	}
 }
 
