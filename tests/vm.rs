@@ -546,7 +546,18 @@ fn btrfs_and_zram(kernel: &str, dir: &Path) {
     let r = json(&dir.join("zram/report.json"));
     let what = format!("{kernel} zram");
     let corr = r["correlated_fraction"].as_f64().unwrap();
-    assert!(corr >= 0.99, "{what}: correlated {corr}; {}", r["reconciliation"]);
+    // 7.3 (lazy preemption) under emulation at zram's rate (580k reads in 3 s): the kernel skipped
+    // 25248 runs of the bio programs (recursion protection: a run preempted on that CPU), each an
+    // I/O not followed. Then every I/O not followed must be one of those, and the table must say
+    // so; anywhere else, followed.
+    let unfollowed = r["app_ios"].as_f64().unwrap() - r["phases"]["total"]["count"].as_f64().unwrap();
+    let skipped = r["lost_events"]["recursion_misses"].as_f64().unwrap();
+    let said = r["reconciliation"]["reasons"].to_string().contains("skipped");
+    assert!(
+        corr >= 0.99 || (skipped >= unfollowed && said),
+        "{what}: correlated {corr}, {unfollowed} not followed, {skipped} probe runs skipped; {}",
+        r["reconciliation"]
+    );
     assert!(route_share(&r, "bio_based") >= 0.99, "{what}: {}", r["routes"]);
 }
 

@@ -429,7 +429,8 @@ impl Report {
         let wait = self.reap_wait_ns.as_ref().map(crate::aggregate::PhaseStats::from);
         let mut t = crate::aggregate::with_reap_from_ring(t, wait);
         if let (Some(job), Some(target)) = (&self.job, &self.target) {
-            if job.direct && target.kind == "file" {
+            if job.direct {
+                // A device's fs_type is "block device": its direct I/O never meets a cache either.
                 t.direct_fs = Some(target.fs_type.clone());
             }
         }
