@@ -118,7 +118,8 @@ pub struct Axes {
     /// Targets (files or devices); empty: the job's default scratch file.
     pub target: Vec<Target>,
     /// Each target's file system, in `target`'s order (None: a device, or unknown): a sweep over
-    /// files on ext4, xfs and btrfs labels its points by it.
+    /// files on ext4, xfs and btrfs labels its points by it. Empty in sweeps made before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_fs: Vec<Option<String>>,
 }
 
