@@ -243,25 +243,9 @@ fn fio_on_btrfs_agrees_with_its_own_latency() {
     let file = file.to_str().unwrap();
     run_json(&["--file", file, "--size", "64m", "--ios", "1"]);
     let fio_out = f.dir.join("fio.json");
-    let out = iopath(&[
-        "trace",
-        "--json",
-        "-",
-        "--",
-        "fio",
-        "--name=t",
-        "--ioengine=io_uring",
-        "--iodepth=16",
-        "--rw=randread",
-        "--bs=4k",
-        "--direct=1",
-        "--size=64m",
-        "--runtime=2",
-        "--time_based",
-        "--output-format=json",
-        &format!("--output={}", fio_out.display()),
-        &format!("--filename={file}"),
-    ]);
+    let mut a: Vec<String> = ["trace", "--json", "-", "--"].map(String::from).to_vec();
+    a.extend(fio_args(file, "io_uring", &[&format!("--output={}", fio_out.display())]));
+    let out = iopath(&a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let fio: Value = serde_json::from_slice(&std::fs::read(&fio_out).unwrap()).unwrap();

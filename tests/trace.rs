@@ -341,29 +341,6 @@ fn context_switches_match_the_threads_own_counts() {
     assert!((bpf - own).abs() <= own * 0.02 + 5.0, "sched_switch counted {bpf}, the worker's rusage {own}");
 }
 
-fn fio_args(f: &str, engine: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "fio",
-        "--name=t",
-        "--ioengine",
-        engine,
-        "--iodepth=16",
-        "--rw=randread",
-        "--bs=4k",
-        "--direct=1",
-        "--size=64m",
-        "--runtime=2",
-        "--time_based",
-        "--output-format=json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.push(format!("--filename={f}"));
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
-
 #[test]
 fn another_process_from_its_start_agrees_with_its_own_numbers() {
     require_root();

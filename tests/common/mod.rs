@@ -344,3 +344,28 @@ impl Drop for Blkio {
         let _ = std::fs::remove_dir(&self.0);
     }
 }
+
+/// fio's command line for 4k random reads at QD16, direct, 64 MiB, 2 s, JSON on stdout (or
+/// `--output`): the outside program the traces of another process follow.
+pub fn fio_args(f: &str, engine: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "fio",
+        "--name=t",
+        "--ioengine",
+        engine,
+        "--iodepth=16",
+        "--rw=randread",
+        "--bs=4k",
+        "--direct=1",
+        "--size=64m",
+        "--runtime=2",
+        "--time_based",
+        "--output-format=json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(format!("--filename={f}"));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
