@@ -346,3 +346,56 @@ fn the_file_system_is_in_the_configuration_compare_and_sweep() {
     let labels: Vec<&str> = s["points"].as_array().unwrap().iter().map(|p| p["label"].as_str().unwrap()).collect();
     assert_eq!(labels, [format!("uring qd8 {fe} (ext4)"), format!("uring qd8 {fb} (btrfs)")], "{labels:?}");
 }
+
+/// Buffered reads and writes on btrfs are the page-cache route as on ext4 (tests/pagecache.rs):
+/// every call counted, its time split into parts that add up, and what its reads started on the
+/// device is what the device itself counted.
+#[test]
+fn buffered_btrfs_is_the_page_cache_route() {
+    require_root();
+    let _serial = serial();
+    let f = fs("btrfs", "defaults");
+    let file = f.dir.join("t.dat");
+    let file = file.to_str().unwrap();
+    run_json(&["--file", file, "--size", "64m", "--ios", "1"]);
+    // Cold: mounted again, nothing of the file cached.
+    sh("umount", &[f.dir.to_str().unwrap()]);
+    sh("mount", &[&f.dev.0, f.dir.to_str().unwrap()]);
+    let job = ["--file", file, "--engine", "psync", "--rw", "read", "--direct", "false", "--ios", "16384"];
+    let before = disk_stat(&f.dev.0);
+    let r = json_of("trace", &job);
+    let dev = delta(before, disk_stat(&f.dev.0));
+    let pc = &r["page_cache"];
+    let reads = &pc["reads"];
+    assert_eq!(reads["total"]["count"].as_u64(), Some(16384), "{pc}");
+    assert_eq!(reads["bytes"].as_u64(), Some(64 << 20), "{pc}");
+    split_adds_up(reads, "btrfs cold reads");
+    assert_eq!(r["reconciliation"]["reconciled"], true, "{}", r["reconciliation"]);
+    // The reads' own bios are what the device read, less btrfs's metadata (its checksum tree).
+    let (bio_bytes, dev_bytes) = (pc["bio_bytes"].as_f64().unwrap(), dev[1] as f64 * 512.0);
+    assert!(bio_bytes >= 60.0 * 1048576.0 && bio_bytes <= dev_bytes, "bios {bio_bytes} B, device {dev_bytes} B");
+    let requests = pc["requests"].as_f64().unwrap();
+    assert!((requests - dev[0] as f64).abs() <= (dev[0] as f64 * 0.1).max(3.0), "requests {requests}, device {dev:?}");
+    assert!(pc["reads_per_request"].as_f64().unwrap() >= 8.0, "readahead made large requests: {pc}");
+    // Writes into the cache: each call counted and split.
+    let w = json_of(
+        "trace",
+        &[
+            "--file",
+            file,
+            "--engine",
+            "psync",
+            "--rw",
+            "randwrite",
+            "--direct",
+            "false",
+            "--allow-write",
+            "--ios",
+            "4096",
+        ],
+    );
+    let writes = &w["page_cache"]["writes"];
+    assert_eq!(writes["total"]["count"].as_u64(), Some(4096), "{}", w["page_cache"]);
+    split_adds_up(writes, "btrfs writes");
+    assert_eq!(w["reconciliation"]["reconciled"], true, "{}", w["reconciliation"]);
+}
